@@ -1,0 +1,54 @@
+"""condlab: measure condensation of neural-network input weights at small initialization.
+
+Public API (everything else lives in private modules and may change):
+
+    condlab.train(config, out=...)   -> RunResult     batched training, run records on disk
+    condlab.load_run(path)           -> Run           read a run directory back
+    condlab.preset("fig3")           -> Config        the paper's caption settings
+    condlab.get_activation("xtanh")  -> Activation    with its computed multiplicity p
+"""
+
+__version__ = "0.1.0"
+
+from ._activations import (
+    Activation,
+    activation_table,
+    get_activation,
+    list_activations,
+    register_activation,
+)
+from ._api import train
+from ._config import Config, ConfigError, DataConfig, ModelConfig, TrainConfig
+from ._data import Dataset, make_dataset
+from ._models import Architecture, BatchedNet, FCNet, init_weights
+from ._presets import PRESETS, preset
+from ._records import Run, RunResult, load_run
+from ._training import TrainingWarning, initial_stage_end
+
+__all__ = [
+    "Activation",
+    "Architecture",
+    "BatchedNet",
+    "Config",
+    "ConfigError",
+    "DataConfig",
+    "Dataset",
+    "FCNet",
+    "ModelConfig",
+    "PRESETS",
+    "Run",
+    "RunResult",
+    "TrainConfig",
+    "TrainingWarning",
+    "__version__",
+    "activation_table",
+    "get_activation",
+    "init_weights",
+    "initial_stage_end",
+    "list_activations",
+    "load_run",
+    "make_dataset",
+    "preset",
+    "register_activation",
+    "train",
+]

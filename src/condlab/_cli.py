@@ -1,0 +1,174 @@
+"""The ``condlab`` command line: activations, presets, config, train."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import sys
+import warnings
+from pathlib import Path
+
+from ._config import Config, ConfigError
+
+EXIT_BAD_INPUT, EXIT_DIVERGED, EXIT_INTERRUPTED = 2, 3, 130
+
+
+def _parse_seeds(text: str) -> list[int]:
+    """'8' -> seeds 0..7; '0,3,5' or '3-6' -> those seeds."""
+    try:
+        if "," in text:
+            return [int(s) for s in text.split(",") if s.strip()]
+        if "-" in text.lstrip("-"):
+            lo, hi = text.split("-", 1)
+            return list(range(int(lo), int(hi) + 1))
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--seeds '{text}' is not accepted: give a count (8), a list (0,3,5) or a range (3-6)"
+        ) from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"--seeds {count} is not accepted: the count must be >= 1")
+    return list(range(count))
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", nargs="?", help="YAML or JSON config file")
+    p.add_argument("--preset", help="named config with a figure's caption settings (see `condlab presets`)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set train.lr=5e-4 (repeatable)")
+    p.add_argument("--seeds", type=_parse_seeds,
+                   help="seeds: a count (8 = 0..7), a list (0,3,5) or a range (3-6)")
+    p.add_argument("--device", help="cpu, cuda, cuda:N or auto (CUDA when present)")
+    p.add_argument("--dtype", choices=["float32", "float64"])
+    p.add_argument("--epochs", type=int)
+
+
+def _load_config(args: argparse.Namespace) -> Config:
+    from ._presets import preset
+
+    if args.config and args.preset:
+        raise ConfigError("give a config file or --preset, not both")
+    cfg = preset(args.preset) if args.preset else (
+        Config.from_file(args.config) if args.config else Config())
+    extra = list(args.overrides)
+    if args.seeds is not None:
+        extra.append(f"train.seeds={args.seeds}")
+    for key, value in (("device", args.device), ("dtype", args.dtype), ("epochs", args.epochs)):
+        if value is not None:
+            extra.append(f"train.{key}={value}")
+    return cfg.with_overrides(extra) if extra else cfg
+
+
+def cmd_activations(args: argparse.Namespace) -> int:
+    from ._activations import activation_table, get_activation
+
+    rows = activation_table()
+    if args.expr:
+        act = get_activation(args.expr)
+        p = act.multiplicity if act.multiplicity is not None else "undefined"
+        rows = [{"name": act.name, "formula": act.formula, "p": p}]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    width = max(len(r["name"]) for r in rows)
+    fwidth = max(len(r["formula"]) for r in rows)
+    print(f"{'name':<{width}}  {'formula':<{fwidth}}  p")
+    for r in rows:
+        print(f"{r['name']:<{width}}  {r['formula']:<{fwidth}}  {r['p']}")
+    return 0
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    from ._presets import PRESETS
+
+    for name, raw in PRESETS.items():
+        m, t = raw["model"], raw["train"]
+        acts = ",".join(m.get("activations", ["tanh"]))
+        print(f"{name:<14} {m.get('arch', 'fc'):<9} width={m['width']:<4} "
+              f"activations={acts:<36} lr={t['lr'][0]:g} epochs={t['epochs']}")
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    print(_load_config(args).to_json())
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from ._api import train
+
+    cfg = _load_config(args)
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out) if args.out else Path("runs") / f"{cfg.name}-{stamp}"
+    result = train(cfg, out=out, progress=not args.no_progress and sys.stderr.isatty())
+    if args.json:
+        print((out / "batch.json").read_text())
+    else:
+        _print_runs(result)
+    for run in result.runs:
+        if run.status == "diverged":
+            print(f"condlab: error: run {run.path.name} diverged: loss not finite at epoch "
+                  f"{run.diverged_epoch}; snapshots before it are kept", file=sys.stderr)
+    if any(r.status == "interrupted" for r in result.runs):
+        print(f"condlab: interrupted; what was recorded is in {out}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_DIVERGED if any(r.status == "diverged" for r in result.runs) else 0
+
+
+def _print_runs(result) -> None:
+    print(f"{'run':<24} {'lr':>9} {'init_std':>9} {'loss@0':>10} {'loss@end':>10} {'70%-epoch':>9}  status")
+    for run in result.runs:
+        end = run.meta["last_epoch"]
+        stage = "-" if run.initial_stage_epoch is None else str(run.initial_stage_epoch)
+        print(f"{run.path.name:<24} {run.spec.lr:>9.3g} {run.spec.init_std:>9.3g} "
+              f"{run.loss[0]:>10.4g} {run.loss[end]:>10.4g} {stage:>9}  {run.status}")
+    print(f"{len(result.runs)} runs trained as one batch in {result.seconds:.1f} s; "
+          f"records in {result.out}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="condlab", description="Study condensation of neural networks at small initialization.")
+    parser.add_argument("--version", action="version", version=f"condlab {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("activations", help="list activations with their computed multiplicity p")
+    p.add_argument("expr", nargs="?", help="an activation name or expression in x, e.g. 'x**3*tanh(x)'")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_activations)
+
+    p = sub.add_parser("presets", help="list named configs (the paper's figure settings)")
+    p.set_defaults(func=cmd_presets)
+
+    p = sub.add_parser("config", help="print the resolved config as JSON")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_config)
+
+    p = sub.add_parser("train", help="train a batch of runs and write one directory per run")
+    _add_config_args(p)
+    p.add_argument("--out", help="output directory (default: runs/NAME-TIMESTAMP)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print batch.json instead of the table")
+    p.set_defaults(func=cmd_train)
+    return parser
+
+
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    return f"condlab: warning: {message}\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    warnings.formatwarning = _one_line_warning
+    try:
+        return args.func(args)
+    except (ConfigError, ValueError, FileNotFoundError) as err:
+        print(f"condlab: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,283 @@
+"""One typed config tree for a batch of training runs, saved as JSON beside every result.
+
+Conventions (written down once, here and in docs/conventions.md):
+
+* ``model.init_std`` is the STANDARD DEVIATION of the Gaussian initialization of every
+  parameter. The paper's ``N(0, var)`` with ``var = 0.005**2`` is ``init_std = 0.005``.
+* Sweeps: ``train.seeds``, ``train.lr`` and ``model.init_std`` are lists; the batch trains
+  every combination (seed x init_std x lr), all runs as one batched computation.
+* ``train.snapshots`` is a list of epochs, or ``"log:K"`` (K log-spaced epochs between 1
+  and ``epochs``), or ``"every:K"`` (every K epochs). Epoch 0 (the initialization) and the
+  last epoch are always recorded. "Epoch e" means the parameters after e full-batch updates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+OPTIMIZERS = ("adam", "gd")
+DTYPES = ("float32", "float64")
+ARCHS = ("fc", "residual")
+
+
+class ConfigError(ValueError):
+    """A config value or key that condlab does not accept; the message is one line."""
+
+
+@dataclass
+class DataConfig:
+    """Synthetic training set: n points uniform in the box [low, high]^d, targets from `target`."""
+
+    n: int = 80
+    d: int = 5
+    low: float = -4.0
+    high: float = 2.0
+    # "sine_sum": sum_k amplitude*sin(frequency*x_k + phase) (Fig. 3, Fig. 4);
+    # "fig5": sin(3x) + sin(6x)/2 (1-D, Figs. 5-6); anything else: an expression in
+    # x1..xd (or x when d = 1), e.g. "x1**2 - sin(x2)".
+    target: str = "sine_sum"
+    amplitude: float = 3.5
+    frequency: float = 5.0
+    phase: float = 1.0
+    seed: int = 0
+    # The paper: "the sampling range and the target function are chosen randomly".
+    # When true, low/high and amplitude/frequency/phase are drawn from `seed`.
+    randomize: bool = False
+
+
+@dataclass
+class ModelConfig:
+    """A d-m-...-m-d_out network; `activations` has one entry per hidden layer (or one for all)."""
+
+    arch: str = "fc"
+    width: int = 50
+    depth: int = 1
+    activations: list[str] = field(default_factory=lambda: ["tanh"])
+    d_out: int = 1
+    init_std: list[float] = field(default_factory=lambda: [0.005])
+    output_bias: bool = True
+
+
+@dataclass
+class TrainConfig:
+    """Full-batch training on R = (1/2n) sum_i |f(x_i) - y_i|^2 (eq. 3)."""
+
+    optimizer: str = "adam"
+    lr: list[float] = field(default_factory=lambda: [1e-3])
+    epochs: int = 100
+    beta1: float = 0.9
+    beta2: float = 0.999
+    # Adam's eps; at small init gradients scale like init_std**p and can fall below 1e-8,
+    # which silently turns Adam into momentum descent (a run warns when that happens).
+    eps: float = 1e-8
+    dtype: str = "float32"
+    device: str = "cpu"
+    snapshots: list[int] | str = "log:30"
+    seeds: list[int] = field(default_factory=lambda: [0])
+
+
+@dataclass
+class Config:
+    """The whole tree: `name`, `data`, `model`, `train`."""
+
+    name: str = "run"
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Config:
+        """Build and validate a config from nested dicts; unknown keys are errors."""
+        return validate(_build(cls, raw, prefix=""))
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Config:
+        """Read a YAML or JSON config file."""
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file '{path}' does not exist")
+        raw = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(raw, dict):
+            raise ConfigError(f"config file '{path}' must hold a mapping, got {type(raw).__name__}")
+        return cls.from_dict(raw)
+
+    def with_overrides(self, assignments: list[str]) -> Config:
+        """Apply `key=value` overrides (dotted keys, YAML values), checked against the tree."""
+        raw = self.to_dict()
+        for item in assignments:
+            key, sep, text = item.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"override '{item}' is not of the form key=value")
+            _assign(raw, key.strip(), yaml.safe_load(text) if text.strip() else "")
+        return Config.from_dict(raw)
+
+
+def _assign(raw: dict[str, Any], key: str, value: Any) -> None:
+    node: Any = raw
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        if not isinstance(node, dict) or part not in node:
+            where = ".".join(parts[:i]) or "the config"
+            known = ", ".join(sorted(node)) if isinstance(node, dict) else "none (not a section)"
+            raise ConfigError(f"unknown key '{key}': {where} has keys {known}")
+        if i == len(parts) - 1:
+            node[part] = value
+        node = node[part]
+
+
+def _build(cls: type, raw: Any, prefix: str) -> Any:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"'{prefix or 'config'}' must be a mapping, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(raw) - set(names))
+    if unknown:
+        where = prefix.rstrip(".") or "the config"
+        raise ConfigError(f"unknown key '{prefix}{unknown[0]}': {where} has keys {', '.join(names)}")
+    kwargs = {}
+    for name in names:
+        if name not in raw:
+            continue
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            kwargs[name] = _build(hint, raw[name], prefix=f"{prefix}{name}.")
+        else:
+            kwargs[name] = _coerce(raw[name], hint, f"{prefix}{name}")
+    return cls(**kwargs)
+
+
+def _coerce(value: Any, hint: Any, key: str) -> Any:
+    """Convert a YAML/JSON value to the annotated type, or raise a one-line ConfigError."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        for option in typing.get_args(hint):
+            try:
+                return _coerce(value, option, key)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{key}={value!r} is not accepted: expected {_describe(hint)}")
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        values = value if isinstance(value, list | tuple) else [value]
+        if isinstance(value, str) and item is not str:
+            values = [v for v in value.replace(",", " ").split()]
+        if not values:
+            raise ConfigError(f"{key} must not be empty")
+        return [_coerce(v, item, key) for v in values]
+    try:
+        if hint is bool:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("true", "false"):
+                return value.lower() == "true"
+            raise ValueError
+        if hint is int:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value)
+        if hint is float:
+            if isinstance(value, bool):
+                raise ValueError
+            out = float(value)
+            if not math.isfinite(out):
+                raise ValueError
+            return out
+        if hint is str:
+            if not isinstance(value, str):
+                raise ValueError
+            return value
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}={value!r} is not accepted: expected {_describe(hint)}") from None
+    raise ConfigError(f"{key}: unsupported type {hint}")
+
+
+def _describe(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(h) for h in typing.get_args(hint))
+    if origin is list:
+        return f"a list of {_describe(typing.get_args(hint)[0])}"
+    return {int: "an integer", float: "a finite number", str: "a string", bool: "true/false"}.get(
+        hint, str(hint)
+    )
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def validate(cfg: Config) -> Config:
+    """Check ranges and names; returns the config with activations expanded per layer."""
+    from ._activations import get_activation
+    from ._data import check_target
+
+    d, m, t = cfg.data, cfg.model, cfg.train
+    for key, value in [("data.n", d.n), ("data.d", d.d), ("model.width", m.width),
+                       ("model.depth", m.depth), ("model.d_out", m.d_out),
+                       ("train.epochs", t.epochs)]:
+        _check(value > 0, f"{key}={value} is not accepted: it must be a positive integer")
+    _check(d.high > d.low, f"data.low={d.low}, data.high={d.high}: need low < high")
+    check_target(d.target, d.d)
+    _check(m.arch in ARCHS, f"model.arch='{m.arch}' is not accepted: choose one of {', '.join(ARCHS)}")
+    if len(m.activations) == 1:
+        m.activations = m.activations * m.depth
+    _check(len(m.activations) == m.depth,
+           f"model.activations has {len(m.activations)} entries for model.depth={m.depth}: "
+           "give one per hidden layer, or a single one for all")
+    for name in m.activations:
+        try:
+            get_activation(name)
+        except ValueError as err:
+            raise ConfigError(f"model.activations: {err}") from None
+    for s in m.init_std:
+        _check(s > 0, f"model.init_std={s} is not accepted: it must be > 0 (a standard deviation)")
+    for lr in t.lr:
+        _check(lr > 0, f"train.lr={lr} is not accepted: it must be > 0")
+    _check(t.optimizer in OPTIMIZERS,
+           f"train.optimizer='{t.optimizer}' is not accepted: choose one of {', '.join(OPTIMIZERS)}")
+    _check(t.dtype in DTYPES, f"train.dtype='{t.dtype}' is not accepted: choose one of {', '.join(DTYPES)}")
+    _check(0 <= t.beta1 < 1 and 0 <= t.beta2 < 1, "train.beta1 and train.beta2 must lie in [0, 1)")
+    _check(t.eps >= 0, f"train.eps={t.eps} is not accepted: it must be >= 0")
+    _check(len(set(t.seeds)) == len(t.seeds), f"train.seeds={t.seeds} has repeated seeds")
+    snapshot_epochs(t.snapshots, t.epochs)  # raises on a bad spec
+    return cfg
+
+
+def snapshot_epochs(spec: list[int] | str, epochs: int) -> list[int]:
+    """Resolve a snapshot spec to a sorted list of epochs in [0, epochs], always with 0 and epochs."""
+    if isinstance(spec, str):
+        kind, _, count = spec.partition(":")
+        if kind not in ("log", "every") or not count.isdigit() or int(count) < 1:
+            raise ConfigError(
+                f"train.snapshots='{spec}' is not accepted: give a list of epochs, "
+                "'log:K' (K log-spaced epochs) or 'every:K' (every K epochs)"
+            )
+        k = int(count)
+        if kind == "every":
+            chosen = set(range(0, epochs + 1, k))
+        else:
+            chosen = {round(epochs ** (i / max(k - 1, 1))) for i in range(k)}
+    else:
+        bad = [e for e in spec if not 0 <= e <= epochs]
+        if bad:
+            raise ConfigError(
+                f"train.snapshots has epoch {bad[0]} outside [0, train.epochs={epochs}]"
+            )
+        chosen = set(spec)
+    return sorted(chosen | {0, epochs})

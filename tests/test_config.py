@@ -1,0 +1,98 @@
+"""Config validation: every bad value is a one-line error naming it and what is accepted."""
+
+import pytest
+
+import condlab
+from condlab import Config, ConfigError
+from condlab._config import snapshot_epochs
+
+
+def _error(overrides: list[str], base: Config | None = None) -> str:
+    with pytest.raises(ConfigError) as info:
+        (base or Config()).with_overrides(overrides)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize(
+    "override,needles",
+    [
+        ("train.lrr=1e-3", ["train.lrr", "lr", "epochs"]),
+        ("modle.width=3", ["modle", "model"]),
+        ("model.width=0", ["model.width=0", "positive"]),
+        ("data.n=-5", ["data.n=-5", "positive"]),
+        ("model.width=abc", ["model.width='abc'", "integer"]),
+        ("model.width=2.5", ["2.5", "integer"]),
+        ("train.lr=fast", ["fast", "number"]),
+        ("train.lr=-1e-3", ["train.lr=-0.001", "> 0"]),
+        ("model.init_std=0", ["init_std=0", "standard deviation"]),
+        ("train.optimizer=sgdd", ["sgdd", "adam", "gd"]),
+        ("train.dtype=float16", ["float16", "float32", "float64"]),
+        ("model.arch=cnn", ["cnn", "fc", "residual"]),
+        ("model.activations=[tanhh]", ["tanhh", "xtanh", "relu"]),
+        ("data.target=sin(", ["sin(", "sine_sum"]),
+        ("data.target=__import__('os')", ["__import__"]),
+        ("train.snapshots=sqrt:3", ["sqrt:3", "log:K", "every:K"]),
+        ("train.snapshots=[0,5000]", ["5000", "train.epochs"]),
+        ("train.epochs=0", ["train.epochs=0"]),
+        ("data.low=3", ["low", "high"]),
+        ("train.seeds=[1,1]", ["repeated"]),
+        ("novalue", ["key=value"]),
+    ],
+)
+def test_bad_values_name_the_value_and_the_accepted_ones(override, needles):
+    message = _error([override])
+    for needle in needles:
+        assert needle in message, (needle, message)
+
+
+def test_activations_must_match_depth():
+    message = _error(["model.depth=3", "model.activations=[tanh,xtanh]"])
+    assert "2 entries" in message and "depth=3" in message
+
+
+def test_single_activation_is_used_for_every_layer():
+    cfg = Config().with_overrides(["model.depth=3", "model.activations=xtanh"])
+    assert cfg.model.activations == ["xtanh"] * 3
+
+
+def test_overrides_coerce_types_and_scalars_to_lists():
+    cfg = Config().with_overrides(["train.lr=5e-4", "model.init_std=[0.01, 0.001]",
+                                   "train.dtype=float64", "model.output_bias=false"])
+    assert cfg.train.lr == [5e-4]
+    assert cfg.model.init_std == [0.01, 0.001]
+    assert cfg.model.output_bias is False
+
+
+def test_json_round_trip():
+    cfg = condlab.preset("fig4")
+    assert Config.from_dict(cfg.to_dict()) == cfg
+
+
+def test_config_file(tmp_path):
+    (tmp_path / "c.yaml").write_text("model:\n  width: 7\ntrain:\n  lr: 1.0e-4\n")
+    cfg = Config.from_file(tmp_path / "c.yaml")
+    assert cfg.model.width == 7 and cfg.train.lr == [1e-4]
+    (tmp_path / "bad.yaml").write_text("model:\n  widht: 7\n")
+    with pytest.raises(ConfigError, match="widht"):
+        Config.from_file(tmp_path / "bad.yaml")
+    with pytest.raises(ConfigError, match="does not exist"):
+        Config.from_file(tmp_path / "missing.yaml")
+
+
+def test_snapshot_specs():
+    assert snapshot_epochs("every:25", 100) == [0, 25, 50, 75, 100]
+    log = snapshot_epochs("log:5", 1000)
+    assert log == [0, 1, 6, 32, 178, 1000]
+    assert snapshot_epochs([7, 3], 10) == [0, 3, 7, 10]
+
+
+def test_presets_have_caption_settings():
+    fig3 = condlab.preset("fig3")
+    assert (fig3.data.n, fig3.data.d, fig3.model.width, fig3.model.init_std) == (80, 5, 50, [0.005])
+    assert condlab.preset("fig3-sigmoid").train.lr == [8e-4]
+    assert condlab.preset("fig3-softplus").train.lr == [2.5e-4]
+    assert condlab.preset("fig4").model.activations == ["x2tanh", "xtanh", "sigmoid", "tanh", "softplus"]
+    with pytest.raises(ConfigError, match="known presets"):
+        condlab.preset("fig9")
