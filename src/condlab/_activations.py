@@ -46,9 +46,16 @@ class Activation:
     multiplicity: int | None
     leading_coefficient: float | None  # σ^(p)(0) itself, not divided by p!
     note: str = ""
+    # Optional fused (σ(t), σ'(t)) sharing work such as one tanh for both; the training hot
+    # loop calls value_and_grad, so a fused form is a speed-up only, never a change of result.
+    fused: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None
 
     def __call__(self, t: Tensor) -> Tensor:
         return self.fn(t)
+
+    def value_and_grad(self, t: Tensor) -> tuple[Tensor, Tensor]:
+        """(σ(t), σ'(t)) elementwise, computed together where that saves work."""
+        return self.fused(t) if self.fused is not None else (self.fn(t), self.grad(t))
 
     @classmethod
     def from_callable(cls, name: str, fn: TensorFn, grad: TensorFn | None = None) -> Activation:
@@ -374,6 +381,33 @@ _BUILTINS: dict[str, tuple[str, TensorFn, TensorFn]] = {
     "x2tanh": ("x**2*tanh(x)", lambda t: t * t * torch.tanh(t),
                lambda t: 2 * t * torch.tanh(t) + t * t * _sech2(t)),
 }  # fmt: skip
+
+
+def _fused_tanh(t: Tensor) -> tuple[Tensor, Tensor]:
+    th = torch.tanh(t)
+    return th, (th * th).neg_().add_(1)
+
+
+def _fused_sigmoid(t: Tensor) -> tuple[Tensor, Tensor]:
+    s = torch.sigmoid(t)
+    return s, s * torch.sigmoid(-t)
+
+
+def _fused_xtanh(t: Tensor) -> tuple[Tensor, Tensor]:
+    th = torch.tanh(t)
+    sech2 = (th * th).neg_().add_(1)
+    return t * th, sech2.mul_(t).add_(th)  # tanh + t·sech²
+
+
+def _fused_x2tanh(t: Tensor) -> tuple[Tensor, Tensor]:
+    th = torch.tanh(t)
+    t_th = t * th
+    sech2 = (th * th).neg_().add_(1)
+    return t * t_th, sech2.mul_(t * t).add_(t_th, alpha=2)  # 2t·tanh + t²·sech²
+
+
+_FUSED = {"tanh": _fused_tanh, "sigmoid": _fused_sigmoid, "xtanh": _fused_xtanh,
+          "x2tanh": _fused_x2tanh}
 _ALIASES = {"swish": "silu", "x_tanh": "xtanh", "x2_tanh": "x2tanh"}
 _USER: dict[str, Activation] = {}  # filled by register_activation
 
@@ -384,7 +418,8 @@ def _builtin_registry() -> dict[str, Activation]:
     out = {}
     for name, (formula, fn, grad) in _BUILTINS.items():
         expr = parse_expression(formula)
-        out[name] = Activation(name, formula, expr, fn, grad, *multiplicity(expr))
+        out[name] = Activation(name, formula, expr, fn, grad, *multiplicity(expr),
+                               fused=_FUSED.get(name))
     return out
 
 

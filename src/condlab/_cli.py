@@ -9,6 +9,8 @@ import sys
 import warnings
 from pathlib import Path
 
+import numpy as np
+
 from ._config import Config, ConfigError
 
 EXIT_BAD_INPUT, EXIT_DIVERGED, EXIT_INTERRUPTED = 2, 3, 130
@@ -116,6 +118,70 @@ def cmd_train(args: argparse.Namespace) -> int:
     return EXIT_DIVERGED if any(r.status == "diverged" for r in result.runs) else 0
 
 
+def _run_dirs(path: Path) -> list[Path]:
+    """A run directory, or every run of a batch directory (one with batch.json)."""
+    if (path / "batch.json").is_file():
+        batch = json.loads((path / "batch.json").read_text())
+        return [path / r["dir"] for r in batch["runs"]]
+    return [path]
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from ._records import load_run
+    from .analysis import analyze_run
+
+    counting = {k: v for k, v in (("cos_threshold", args.cos_threshold),
+                                  ("amplitude_ratio", args.amplitude_ratio),
+                                  ("min_share", args.min_share)) if v is not None}
+    layers = None if args.layer is None else [k - 1 for k in args.layer]
+    results = []
+    for run_dir in _run_dirs(Path(args.path)):
+        run = load_run(run_dir)
+        analysis = analyze_run(run, args.epoch, layers, replay=not args.no_replay,
+                               count_kwargs=counting)
+        out = Path(args.out) / run_dir.name if args.out else run_dir / "analysis" / f"epoch{analysis.epoch}"
+        analysis.write(out)
+        figures = [] if args.no_figures else _figures(run, analysis, out)
+        results.append(analysis.to_dict() | {"figures": [str(f) for f in figures], "out": str(out)})
+        if not args.json:
+            _print_analysis(analysis, out, figures)
+    if args.json:
+        print(json.dumps(results if len(results) > 1 else results[0], indent=2))
+    return 0
+
+
+def _figures(run, analysis, out: Path) -> list[Path]:
+    from .plotting import analysis_figures
+
+    return analysis_figures(run, analysis, out)
+
+
+def _print_analysis(analysis, out: Path, figures: list[Path]) -> None:
+    keys = ["gradient@snapshot", "gradient@init", "sign@init", "replay"]
+    print(f"{analysis.run}  epoch {analysis.epoch}  (optimizer {analysis.optimizer})")
+    print(f"  {'layer':<7} {'activation':<10} {'p':>2} {'bound':>5} {'lines':>5} {'dirs':>4} "
+          f"{'stable':>6}  {'shares':<22}" + "".join(f"{k:>18}" for k in keys) + "  best")
+    for r in analysis.layers:
+        o = r.orientations
+        shares = " ".join(f"{c.share:.2f}" for c in o.lines[:5]) + (" ..." if len(o.lines) > 5 else "")
+        p = "-" if r.p is None else str(r.p)
+        bound = "-" if r.p is None else f"{r.p}/{2 * r.p}"
+        cells = []
+        for k in keys:
+            angles = r.angles.get(k)
+            cells.append(f"{np.mean(angles):>17.1f}°" if angles else f"{'-':>18}")
+        print(f"  {r.layer:<7} {r.activation:<10} {p:>2} {bound:>5} {o.n_lines:>5} "
+              f"{o.n_directions:>4} {'yes' if o.stable else 'no':>6}  {shares:<22}"
+              + "".join(cells) + f"  {r.best or '-'}")
+        if r.note:
+            print(f"          note: {r.note}")
+    print("  bound: p lines / 2p directions; angles: mean over measured lines of the angle "
+          "to the nearest predicted line")
+    for f in analysis.polyfits:
+        print(f"  polynomial fit of the output, degree {f.degree}: R^2 = {f.r2:.6f}")
+    print(f"  written: {out / 'analysis.json'}" + (f" and {len(figures)} figures" if figures else ""))
+
+
 def _print_runs(result) -> None:
     print(f"{'run':<24} {'lr':>9} {'init_std':>9} {'loss@0':>10} {'loss@end':>10} {'70%-epoch':>9}  status")
     for run in result.runs:
@@ -139,6 +205,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("expr", nargs="?", help="an activation name or expression in x, e.g. 'x**3*tanh(x)'")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_activations)
+
+    p = sub.add_parser("analyze", help="measure condensation of a run (or every run of a batch)")
+    p.add_argument("path", help="a run directory, or a batch directory written by `condlab train`")
+    p.add_argument("--epoch", type=int, help="snapshot epoch (default: last one inside the initial stage)")
+    p.add_argument("--layer", type=int, action="append", help="hidden layer 1..L (repeatable; default all)")
+    p.add_argument("--out", help="output directory (default: RUN/analysis/epochE)")
+    p.add_argument("--json", action="store_true", help="print the analysis as JSON")
+    p.add_argument("--no-figures", action="store_true")
+    p.add_argument("--no-replay", action="store_true", help="skip the leading-order replay prediction")
+    p.add_argument("--cos-threshold", type=float, help="|cos| to join a line (default 0.95)")
+    p.add_argument("--amplitude-ratio", type=float,
+                   help="set aside neurons below this fraction of the largest amplitude (default 0.1)")
+    p.add_argument("--min-share", type=float, help="smallest share of a condensed line (default 0.05)")
+    p.set_defaults(func=cmd_analyze)
 
     p = sub.add_parser("presets", help="list named configs (the paper's figure settings)")
     p.set_defaults(func=cmd_presets)

@@ -69,72 +69,92 @@ def init_weights(arch: Architecture, seed: int, std: float) -> list[torch.Tensor
     return [torch.randn(shape, generator=gen, dtype=torch.float64) * std for shape in arch.shapes]
 
 
-def _augment(h: torch.Tensor) -> torch.Tensor:
+def augment(h: torch.Tensor) -> torch.Tensor:
+    """Append the constant 1 that the folded bias multiplies: (..., k) -> (..., k + 1)."""
     return torch.cat([h, torch.ones_like(h[..., :1])], dim=-1)
 
 
 class BatchedNet:
     """R independent networks of one architecture, parameters stacked along a leading run axis.
 
-    All parameters live in one flat buffer ``flat`` (R, P); ``weights[k]`` are views of it
-    shaped (R, rows_k, cols_k). Keeping one buffer lets an optimizer update every layer of every
-    run with a handful of tensor operations, which is what makes batched training fast.
+    All parameters live in one flat buffer ``flat``; ``weights[k]`` are contiguous views of it
+    shaped (R, rows_k, cols_k), layer after layer. One buffer lets an optimizer update every
+    layer of every run with a handful of tensor operations, and contiguous views let the
+    backward pass write gradients in place: together what makes batched training fast.
     """
 
     def __init__(self, arch: Architecture, runs: int, dtype: torch.dtype, device: torch.device):
         self.arch = arch
-        sizes = [r * c for r, c in arch.shapes]
-        self.flat = torch.zeros(runs, sum(sizes), dtype=dtype, device=device)
+        self.runs = runs
+        self.flat = torch.zeros(runs * sum(r * c for r, c in arch.shapes), dtype=dtype, device=device)
         self.grad = torch.zeros_like(self.flat)
-        self.weights = self._views(self.flat)
-        self.grads = self._views(self.grad)
+        self.weights = self.views(self.flat)
+        self.grads = self.views(self.grad)
+        self._buffers: dict[tuple, list[torch.Tensor]] = {}
 
-    def _views(self, buffer: torch.Tensor) -> list[torch.Tensor]:
+    def views(self, buffer: torch.Tensor) -> list[torch.Tensor]:
+        """Split a flat buffer laid out like ``flat`` into per-layer (R, rows, cols) views."""
         views, offset = [], 0
         for rows, cols in self.arch.shapes:
-            views.append(buffer[:, offset:offset + rows * cols].view(-1, rows, cols))
-            offset += rows * cols
+            size = self.runs * rows * cols
+            views.append(buffer[offset:offset + size].view(self.runs, rows, cols))
+            offset += size
         return views
 
-    @property
-    def runs(self) -> int:
-        return self.flat.shape[0]
+    def per_run(self, values: torch.Tensor) -> torch.Tensor:
+        """Expand one value per run (R,) to the layout of ``flat`` (for per-run learning rates)."""
+        out = torch.empty_like(self.flat)
+        for view in self.views(out):
+            view.copy_(values[:, None, None].expand_as(view))
+        return out
 
     def load(self, run: int, weights: Sequence[torch.Tensor]) -> None:
         """Copy one run's weights (list of (rows, cols) tensors) into slot `run`."""
         for view, w in zip(self.weights, weights, strict=True):
             view[run].copy_(w)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-        """x (R, n, d) -> output (R, n, d_out), augmented layer inputs, pre-activations."""
-        arch, h = self.arch, x
-        inputs, pre = [], []
-        for layer in range(arch.depth):
-            h_aug = _augment(h)
-            z = torch.bmm(h_aug, self.weights[layer].transpose(1, 2))
-            out = arch.activations[layer].fn(z)
-            h = out + h if arch.is_residual(layer) else out
-            inputs.append(h_aug)
-            pre.append(z)
-        h_last = _augment(h) if arch.output_bias else h
-        inputs.append(h_last)
-        return torch.bmm(h_last, self.weights[-1].transpose(1, 2)), inputs, pre
+    def _augmented(self, n: int, like: torch.Tensor) -> list[torch.Tensor]:
+        # (R, n, m+1) buffers whose last column stays 1: the "(x, 1)" of eq. 2, made once.
+        key = (n, like.dtype, like.device)
+        if key not in self._buffers:
+            self._buffers[key] = [torch.ones(self.runs, n, self.arch.width + 1, dtype=like.dtype,
+                                             device=like.device) for _ in range(self.arch.depth)]
+        return self._buffers[key]
 
-    def loss_and_grad(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def forward(self, x_aug: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+        """x_aug (R, n, d+1), inputs with the appended 1 -> f (R, n, d_out), layer inputs, sigma'(z)."""
+        arch = self.arch
+        inputs, slopes = [x_aug], []
+        buffers = self._augmented(x_aug.shape[1], x_aug)
+        for layer in range(arch.depth):
+            z = torch.bmm(inputs[-1], self.weights[layer].transpose(1, 2))
+            out, slope = arch.activations[layer].value_and_grad(z)
+            if arch.is_residual(layer):
+                out = out + inputs[-1][..., :-1]
+            h = buffers[layer]
+            h[..., :-1].copy_(out)
+            inputs.append(h)
+            slopes.append(slope)
+        if not arch.output_bias:
+            inputs[-1] = inputs[-1][..., :-1]
+        return torch.bmm(inputs[-1], self.weights[-1].transpose(1, 2)), inputs, slopes
+
+    def loss_and_grad(self, x_aug: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Loss R = 1/(2n) sum_i |f(x_i) - y_i|^2 per run (R,); writes dR/dtheta into `grad`.
 
+        x_aug (R, n, d+1) holds the inputs with the appended 1, y (R, n, d_out) the targets.
         Hand-written backward pass (no autograd graph): it is the hot loop of every experiment.
         """
-        arch, n = self.arch, x.shape[1]
-        f, inputs, pre = self.forward(x)
+        arch, n = self.arch, x_aug.shape[1]
+        f, inputs, slopes = self.forward(x_aug)
         residual = f - y
         loss = residual.square().sum(dim=(1, 2)) / (2 * n)
         delta = residual / n                                        # dR/df, (R, n, d_out)
-        self.grads[-1].copy_(torch.bmm(delta.transpose(1, 2), inputs[-1]))
+        torch.bmm(delta.transpose(1, 2), inputs[-1], out=self.grads[-1])
         g_h = torch.bmm(delta, self.weights[-1][:, :, :arch.width])  # dR/dh_L, (R, n, m)
         for layer in reversed(range(arch.depth)):
-            g_z = g_h * arch.activations[layer].grad(pre[layer])
-            self.grads[layer].copy_(torch.bmm(g_z.transpose(1, 2), inputs[layer]))
+            g_z = slopes[layer].mul_(g_h)
+            torch.bmm(g_z.transpose(1, 2), inputs[layer], out=self.grads[layer])
             if layer == 0:
                 break
             g_prev = torch.bmm(g_z, self.weights[layer][:, :, :-1])
@@ -158,11 +178,11 @@ class FCNet(nn.Module):
         """x (n, d) -> the input of every layer, (n, cols_k) with the appended 1 (x^[k-1] of eq. 2)."""
         arch, h, inputs = self.arch, x, []
         for layer in range(arch.depth):
-            h_aug = _augment(h)
+            h_aug = augment(h)
             out = arch.activations[layer].fn(h_aug @ self.layers[layer].T)
             h = out + h if arch.is_residual(layer) else out
             inputs.append(h_aug)
-        inputs.append(_augment(h) if arch.output_bias else h)
+        inputs.append(augment(h) if arch.output_bias else h)
         return inputs
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

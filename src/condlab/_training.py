@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ._models import BatchedNet
+from ._models import BatchedNet, augment
 
 DIVERGENCE_CHECK_EVERY = 50
 
@@ -52,13 +52,13 @@ class BatchOutcome:
 
 
 class Adam:
-    """torch.optim.Adam's update on a flat (R, P) buffer with a per-run learning rate."""
+    """torch.optim.Adam's update on a BatchedNet's flat buffer with a per-run learning rate."""
 
-    def __init__(self, params: torch.Tensor, lr: torch.Tensor, beta1: float, beta2: float, eps: float):
-        self.params, self.lr = params, lr
+    def __init__(self, net: BatchedNet, lr: torch.Tensor, beta1: float, beta2: float, eps: float):
+        self.net, self.params, self.lr = net, net.flat, net.per_run(lr)
         self.beta1, self.beta2, self.eps = beta1, beta2, eps
-        self.exp_avg = torch.zeros_like(params)
-        self.exp_avg_sq = torch.zeros_like(params)
+        self.exp_avg = torch.zeros_like(self.params)
+        self.exp_avg_sq = torch.zeros_like(self.params)
         self.step_count = 0
 
     def step(self, grad: torch.Tensor) -> None:
@@ -67,31 +67,33 @@ class Adam:
         self.exp_avg_sq.mul_(self.beta2).addcmul_(grad, grad, value=1 - self.beta2)
         bias1 = 1 - self.beta1**self.step_count
         bias2_sqrt = math.sqrt(1 - self.beta2**self.step_count)
-        denom = (self.exp_avg_sq.sqrt() / bias2_sqrt).add_(self.eps)
-        self.params.sub_(self.exp_avg / denom * (self.lr / bias1))
+        denom = self.exp_avg_sq.sqrt().div_(bias2_sqrt).add_(self.eps)
+        update = self.exp_avg.div(denom).mul_(self.lr)
+        self.params.add_(update, alpha=-1 / bias1)
 
     def stop(self, run: int) -> None:
-        self.lr[run] = 0.0
-        self.exp_avg[run] = 0.0
-        self.exp_avg_sq[run] = 0.0
+        for buffer in (self.lr, self.exp_avg, self.exp_avg_sq):
+            for view in self.net.views(buffer):
+                view[run] = 0.0
 
 
 class GradientDescent:
     """theta <- theta - lr * grad, with a per-run learning rate."""
 
-    def __init__(self, params: torch.Tensor, lr: torch.Tensor):
-        self.params, self.lr = params, lr
+    def __init__(self, net: BatchedNet, lr: torch.Tensor):
+        self.net, self.params, self.lr = net, net.flat, net.per_run(lr)
 
     def step(self, grad: torch.Tensor) -> None:
-        self.params.sub_(grad * self.lr)
+        self.params.addcmul_(grad, self.lr, value=-1)
 
     def stop(self, run: int) -> None:
-        self.lr[run] = 0.0
+        for view in self.net.views(self.lr):
+            view[run] = 0.0
 
 
 def check_adam_eps(grad: torch.Tensor, eps: float, specs: list[RunSpec]) -> None:
     """Warn when most of a run's first gradients are below Adam's eps."""
-    below = (grad.abs() < eps).double().mean(dim=1)
+    below = (grad.abs() < eps).double().mean(dim=1)  # grad: (R, P) per-run rows
     for r in torch.nonzero(below > 0.5).flatten().tolist():
         warnings.warn(
             f"run {r} (seed {specs[r].seed}, init_std {specs[r].init_std:g}): "
@@ -150,9 +152,11 @@ def train_batch(
     dropped); KeyboardInterrupt ends the batch early and returns what was recorded.
     """
     runs = net.runs
-    xb, yb = x.expand(runs, *x.shape), y.expand(runs, *y.shape)
-    lr = torch.tensor([s.lr for s in specs], dtype=net.flat.dtype, device=net.flat.device)[:, None]
-    opt = Adam(net.flat, lr, beta1, beta2, eps) if optimizer == "adam" else GradientDescent(net.flat, lr)
+    # materialized once: the data never change, and bmm is fastest on contiguous batches
+    xb = augment(x).expand(runs, -1, -1).contiguous()
+    yb = y.expand(runs, -1, -1).contiguous()
+    lr = torch.tensor([s.lr for s in specs], dtype=net.flat.dtype, device=net.flat.device)
+    opt = Adam(net, lr, beta1, beta2, eps) if optimizer == "adam" else GradientDescent(net, lr)
     loss = torch.full((epochs + 1, runs), float("nan"), dtype=net.flat.dtype, device=net.flat.device)
     wanted = set(snapshot_at)
     taken: list[tuple[int, torch.Tensor]] = []
@@ -165,7 +169,7 @@ def train_batch(
             if epoch in wanted:
                 taken.append((epoch, net.flat.detach().clone()))
             if epoch == 0 and optimizer == "adam":
-                check_adam_eps(net.grad, eps, specs)
+                check_adam_eps(torch.cat([g.flatten(1) for g in net.grads], 1), eps, specs)
             if epoch % DIVERGENCE_CHECK_EVERY == 0 or epoch == epochs:
                 checked = _stop_diverged(net, opt, loss, checked, epoch, diverged)
             if epoch == epochs:
@@ -185,7 +189,8 @@ def _stop_diverged(net, opt, loss, checked: int, epoch: int, diverged: dict[int,
     for run, bad_epoch in _first_bad(loss[: epoch + 1], checked).items():
         if run not in diverged:
             diverged[run] = bad_epoch
-            net.flat[run] = 0.0  # stop NaN arithmetic; the run's record ends at bad_epoch
+            for view in net.weights:
+                view[run] = 0.0  # stop NaN arithmetic; the run's record ends at bad_epoch
             opt.stop(run)
     return epoch + 1
 
@@ -196,7 +201,7 @@ def _outcome(net, loss, taken, diverged, last_epoch, interrupted, runs) -> Batch
     for run, bad_epoch in diverged.items():
         loss_np[bad_epoch:, run] = np.nan
     taken = [(e, flat) for e, flat in taken if e <= last_epoch]
-    views = [net._views(flat) for _, flat in taken]
+    views = [net.views(flat) for _, flat in taken]
     layers = [[v[k].double().cpu().numpy() for v in views] for k in range(len(net.weights))]
     return BatchOutcome(
         epochs=np.array([e for e, _ in taken], dtype=np.int64),

@@ -31,7 +31,8 @@ import numpy as np
 
 FLOWS = ("gradient", "sign")
 _OPTIMIZER_FLOWS = {"adam": "sign", "adamw": "sign", "gd": "gradient", "sgd": "gradient"}
-METHODS = ("p1-closed-form", "p1-sign", "p2-eigen", "1d-roots", "flow-gradient", "flow-sign")
+METHODS = ("p1-closed-form", "p1-sign", "p2-eigen", "1d-roots", "flow-gradient", "flow-sign",
+           "replay-adam", "replay-gd")
 
 
 # ----------------------------------------------------------------------------------------------

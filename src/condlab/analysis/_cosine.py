@@ -1,0 +1,168 @@
+"""Cosine similarity between the input weights of hidden neurons.
+
+The input weight of hidden neuron j is row j of a layer's weight matrix W of
+shape (m, k) with the bias folded in as the last column, so a row is (w̄_j, b_j).
+The paper (Zhou et al., NeurIPS 2022) draws condensation as heat maps of
+
+    D(u, v) = uᵀv / (‖u‖₂ ‖v‖₂)                                   (eq. 5)
+
+between all pairs of rows. `cosine_matrix` is that map. The other helpers are
+chunked: they work on row blocks of U @ Uᵀ (U = unit rows) so that a layer with
+m up to 1e5 neurons never materializes an m×m matrix; peak extra memory is
+about chunk² float64 values (128 MiB at the default chunk of 4096).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+DEFAULT_CHUNK = 4096
+
+
+def as_matrix(W: Any) -> np.ndarray:
+    """Return W (numpy array or torch tensor) as a float64 numpy array of shape (m, k)."""
+    if hasattr(W, "detach"):  # torch tensor; .double() also handles bfloat16, which numpy lacks
+        W = W.detach().cpu().double().numpy()
+    W = np.asarray(W, dtype=np.float64)
+    if W.ndim != 2:
+        raise ValueError(f"expected a 2-D weight matrix (m, k), got shape {W.shape}")
+    return W
+
+
+def unit_rows(W: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of W scaled to unit norm, (m, k), and their norms, (m,); zero rows become NaN."""
+    W = as_matrix(W)
+    norms = np.linalg.norm(W, axis=1)
+    U = np.full_like(W, np.nan)
+    nonzero = norms > 0
+    U[nonzero] = W[nonzero] / norms[nonzero, None]
+    return U, norms
+
+
+def cosine_matrix(W: Any) -> np.ndarray:
+    """(m, k) -> (m, m) matrix of D(u, v), the paper's eq. 5; zero rows give NaN rows/columns."""
+    U, norms = unit_rows(W)
+    zero = norms == 0
+    safe = np.where(zero[:, None], 0.0, U)  # keep NaN out of BLAS, then write it back explicitly
+    D = np.clip(safe @ safe.T, -1.0, 1.0)
+    # Rounding can leave the diagonal at 1 - 1e-16; a heat map should show exactly 1 there.
+    np.fill_diagonal(D, 1.0)
+    D[zero, :] = np.nan
+    D[:, zero] = np.nan
+    return D
+
+
+def _blocks(n: int, chunk: int) -> range:
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
+    return range(0, n, chunk)
+
+
+def nearest_line(U: np.ndarray, centres: np.ndarray, chunk: int = DEFAULT_CHUNK):
+    """For unit rows U (n, k) and unit centres (c, k): index (n,) and value (n,) of max |cos|.
+
+    Works on chunk × chunk blocks of U @ centresᵀ. With no centres, index is -1 and
+    value is -inf. Ties go to the lowest centre index, as np.argmax does.
+    """
+    n = U.shape[0]
+    best = np.full(n, -np.inf)
+    arg = np.full(n, -1, dtype=np.int64)
+    for r in _blocks(n, chunk):
+        rows = U[r : r + chunk]
+        for c in _blocks(centres.shape[0], chunk):
+            A = rows @ centres[c : c + chunk].T
+            np.abs(A, out=A)  # in place: this block is the largest temporary
+            j = np.argmax(A, axis=1)
+            v = np.take_along_axis(A, j[:, None], axis=1)[:, 0]
+            better = v > best[r : r + chunk]  # strict: an earlier centre block wins a tie
+            best[r : r + chunk][better] = v[better]
+            arg[r : r + chunk][better] = j[better] + c
+    return arg, best
+
+
+def leaders(U: np.ndarray, thr: float, chunk: int = DEFAULT_CHUNK) -> np.ndarray:
+    """Unit rows U (n, k) -> indices of greedy leaders: |cos| < thr to every earlier leader.
+
+    Rows are taken in the given order, as one sequential pass would; only the
+    bookkeeping is blocked (each block checks earlier leaders with `nearest_line`).
+    """
+    found: list[int] = []
+    # Small blocks: most rows are covered by the first few leaders, and a small block
+    # keeps the in-block Gram matrix cheap. Results do not depend on the block size.
+    step = min(chunk, 256)
+    for start in _blocks(U.shape[0], step):
+        block = U[start : start + step]
+        free = np.ones(block.shape[0], dtype=bool)
+        if found:  # rows already covered by leaders of earlier blocks
+            free = nearest_line(block, U[found], chunk)[1] < thr
+        idx = np.flatnonzero(free)
+        G = np.abs(block[idx] @ block[idx].T) >= thr  # at most chunk × chunk
+        covered = np.zeros(idx.size, dtype=bool)
+        for a in range(idx.size):  # sequential, so the result does not depend on chunk
+            if not covered[a]:
+                found.append(start + int(idx[a]))
+                covered |= G[a]
+    return np.asarray(found, dtype=np.int64)
+
+
+def abs_cosine_neighbors(
+    W: Any, threshold: float, chunk: int = DEFAULT_CHUNK
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (i, j), i < j, of rows of W (m, k) with |D(w_i, w_j)| >= threshold (eq. 5), chunked.
+
+    Returns two int64 arrays. Only upper-triangular blocks are computed; zero rows
+    have no neighbours. The output grows with the number of pairs, so this suits
+    sparse neighbourhoods (high threshold, scattered rows), not a layer where
+    thousands of neurons share one orientation.
+    """
+    U, norms = unit_rows(W)
+    U = np.where((norms == 0)[:, None], 0.0, U)  # zero rows: |cos| = 0 < threshold
+    m = U.shape[0]
+    rows, cols = [], []
+    for r in _blocks(m, chunk):
+        for c in _blocks(m, chunk):
+            if c + chunk <= r:
+                continue  # block lies wholly below the diagonal
+            A = np.abs(U[r : r + chunk] @ U[c : c + chunk].T)
+            i, j = np.nonzero(A >= threshold)
+            i, j = i + r, j + c
+            keep = i < j
+            rows.append(i[keep])
+            cols.append(j[keep])
+    if not rows:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(rows).astype(np.int64), np.concatenate(cols).astype(np.int64)
+
+
+def cosine_order(W: Any, orientations: Any = None, **count_kwargs: Any) -> np.ndarray:
+    """(m, k) -> (m,) row permutation that puts condensed groups next to each other for eq. 5 maps.
+
+    Order: condensed lines by share (largest first); within a line the positive
+    direction, then the negative one (sign relative to the line mean); within a
+    direction by angle to the line mean, smallest first. Then scattered neurons,
+    grouped by the nearest condensed line and sorted by angle to it, then the
+    negligible ones by amplitude. `orientations` reuses a result of
+    `count_orientations(W)`; otherwise it is computed with `count_kwargs`.
+    """
+    from condlab.analysis._orientations import count_orientations  # avoid an import cycle
+
+    U, norms = unit_rows(W)
+    orient = orientations if orientations is not None else count_orientations(W, **count_kwargs)
+    parts = []
+    for line in orient.lines:
+        c = U[line.members] @ line.mean
+        # sign group 0 (positive) first, then by |cos| descending = angle ascending
+        key = np.lexsort((-np.abs(c), c < 0))
+        parts.append(line.members[key])
+    scattered = np.asarray(orient.scattered, dtype=np.int64)
+    if len(orient.lines) and scattered.size:
+        means = np.stack([line.mean for line in orient.lines])
+        near, cos = nearest_line(U[scattered], means)
+        parts.append(scattered[np.lexsort((-cos, near))])
+    else:
+        parts.append(scattered[np.argsort(-norms[scattered], kind="stable")])
+    negligible = np.asarray(orient.negligible, dtype=np.int64)
+    parts.append(negligible[np.argsort(-norms[negligible], kind="stable")])
+    return np.concatenate(parts).astype(np.int64)

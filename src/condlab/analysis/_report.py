@@ -1,0 +1,136 @@
+"""Analyse a recorded run: per layer, the measured condensation beside every prediction.
+
+For layer k at a snapshot epoch, condlab reports
+
+* the measured orientations (``count_orientations``: lines, directions, shares, tightness);
+* the bound of Proposition 1: p lines, 2p directions;
+* predictions, each with the angle from every measured line to its nearest predicted line:
+  - ``gradient@snapshot``: Sec. 5 with the residual at the snapshot (as the paper does);
+  - ``gradient@init``: the same with the residual at initialization (e ~ -y, as the talk);
+  - ``sign@init``: the sign flow, what Adam's first steps follow (Adam runs only);
+  - ``replay``: the leading-order dynamics replayed with the run's optimizer and residual
+    history (``_replay.py``), which captures both the rotation of the residual and Adam.
+
+Residuals of a multi-output network are summed over outputs (Sec. 3: "we only need to sum
+up the components"). Layer inputs x^[k-1] carry the appended 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .._records import Run
+from ._orientations import Orientations, count_orientations
+from ._replay import History, replay_neurons
+from ._theory import Prediction, line_angles, predict_lines
+
+
+@dataclass(frozen=True)
+class LayerReport:
+    """Measured orientations of one layer at one epoch, with the predictions beside them."""
+
+    layer: str
+    epoch: int
+    activation: str
+    p: int | None
+    orientations: Orientations
+    predictions: dict[str, Prediction] = field(default_factory=dict)
+    angles: dict[str, list[float]] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def within_bound(self) -> bool | None:
+        return None if self.p is None else self.orientations.n_lines <= self.p
+
+    @property
+    def best(self) -> str | None:
+        """The prediction whose lines are nearest the measured ones (mean angle)."""
+        scored = {k: float(np.mean(v)) for k, v in self.angles.items() if v}
+        return min(scored, key=scored.get) if scored else None
+
+    def to_dict(self) -> dict:
+        o = self.orientations
+        return {
+            "layer": self.layer, "epoch": self.epoch, "activation": self.activation, "p": self.p,
+            "bound": None if self.p is None else {"lines": self.p, "directions": 2 * self.p},
+            "within_bound": self.within_bound, "lines": o.n_lines, "directions": o.n_directions,
+            "orientations": o.to_dict(),
+            "predictions": {k: {**v.to_dict(), "angles_deg": self.angles.get(k, []),
+                                "mean_angle_deg": _mean(self.angles.get(k, []))}
+                            for k, v in self.predictions.items()},
+            "best_prediction": self.best, "note": self.note,
+        }
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def layer_history(run: Run, layer: int, until: int) -> History:
+    """Layer inputs and residuals at every recorded epoch <= until (from the snapshots)."""
+    x, y = torch.as_tensor(run.x), torch.as_tensor(run.y)
+    epochs = [int(e) for e in run.epochs if e <= until]
+    inputs, residuals = [], []
+    with torch.no_grad():
+        for epoch in epochs:
+            net = run.network(epoch)
+            hidden = net.hidden(x)
+            inputs.append(hidden[layer].numpy())
+            residuals.append((hidden[-1] @ net.layers[-1].T - y).sum(1).numpy())
+    return History(np.array(epochs), np.stack(inputs), np.stack(residuals))
+
+
+def default_epoch(run: Run) -> int:
+    """The last snapshot inside the initial stage (loss above 70% of its start), else the last."""
+    end = run.initial_stage_epoch
+    inside = run.epochs[run.epochs <= end] if end is not None else run.epochs
+    return int(inside[-1])
+
+
+def analyze_layer(run: Run, layer: int, epoch: int, *, replay: bool = True,
+                  count_kwargs: dict | None = None, seed: int = 0) -> LayerReport:
+    """Measure and predict the condensation of hidden layer `layer` (0-based) at `epoch`."""
+    name = f"layer{layer + 1}"
+    act = run.architecture.activations[layer]
+    orientations = count_orientations(run.layer(name, epoch), **(count_kwargs or {}))
+    report = LayerReport(name, epoch, act.name, act.multiplicity, orientations)
+    if act.multiplicity is None:
+        return _with_note(report, f"multiplicity undefined ({act.note}): no leading-order theory")
+    measured = np.array([c.mean for c in orientations.lines])
+    history = layer_history(run, layer, epoch)
+    p, coef = act.multiplicity, act.leading_coefficient
+    at = {"snapshot": -1, "init": 0}
+    for key, flow, when in [("gradient@snapshot", "gradient", "snapshot"),
+                            ("gradient@init", "gradient", "init"), ("sign@init", "sign", "init")]:
+        if flow == "sign" and run.config.train.optimizer != "adam":
+            continue
+        i = at[when]
+        report.predictions[key] = predict_lines(history.inputs[i], history.residuals[i], p,
+                                                flow=flow, coefficient=coef)
+    if replay and epoch > 0:
+        report.predictions["replay"] = replay_prediction(run, history, p, coef, epoch, seed)
+    for key, pred in report.predictions.items():
+        if len(measured) and len(pred.lines):
+            report.angles[key] = [float(a) for a in line_angles(measured, pred.lines)]
+    return report
+
+
+def replay_prediction(run: Run, history: History, p: int, coef: float, epoch: int,
+                      seed: int = 0) -> Prediction:
+    """Lines reached by test neurons under the leading-order replay (grouped like neurons)."""
+    t = run.config.train
+    W = replay_neurons(history, p, coef, optimizer=t.optimizer, lr=run.spec.lr,
+                       init_std=run.spec.init_std, until=epoch, betas=(t.beta1, t.beta2),
+                       eps=t.eps, seed=seed)
+    found = count_orientations(W)
+    lines = np.array([c.mean for c in found.lines]).reshape(-1, W.shape[1])
+    return Prediction(lines, f"replay-{t.optimizer}", "sign" if t.optimizer == "adam" else "gradient",
+                      p, p, 2 * p)
+
+
+def _with_note(report: LayerReport, note: str) -> LayerReport:
+    return LayerReport(report.layer, report.epoch, report.activation, report.p,
+                       report.orientations, report.predictions, report.angles, note)

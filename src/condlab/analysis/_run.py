@@ -1,0 +1,102 @@
+"""Analyse a whole run at one epoch: every hidden layer, plus the 1-D pictures of Figs. 5-6.
+
+Results are files a user can open: ``analysis.json`` (counts, clusters, predictions, angles,
+polynomial R^2, stable lines) and ``analysis.npz`` (the arrays the figures need: cosine
+ordering, direction-field grid, test-grid output, orientation trajectories).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .._io import atomic_write_json, atomic_write_npz, provenance
+from .._records import Run
+from ._cosine import cosine_order
+from ._fields import (
+    PolyFit,
+    direction_field,
+    orientation_trajectories,
+    polynomial_fits,
+    stable_lines_2d,
+    velocities,
+)
+from ._report import LayerReport, analyze_layer, default_epoch, layer_history
+
+TEST_POINTS = 200
+
+
+@dataclass
+class RunAnalysis:
+    """Everything ``condlab analyze`` measures for one run at one epoch."""
+
+    run: str
+    epoch: int
+    optimizer: str
+    layers: list[LayerReport]
+    polyfits: list[PolyFit] = field(default_factory=list)   # 1-D input only (Fig. 5)
+    stable_lines: np.ndarray | None = None                    # 1-D input only (Fig. 6)
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "run": self.run, "epoch": self.epoch, "optimizer": self.optimizer,
+            "layers": [r.to_dict() for r in self.layers],
+            "polyfits": [{"degree": f.degree, "r2": f.r2, "coefficients": f.coefficients.tolist()}
+                         for f in self.polyfits],
+            "stable_lines": None if self.stable_lines is None else self.stable_lines.tolist(),
+        }
+
+    def write(self, out: str | Path) -> Path:
+        """Write analysis.json (with provenance) and analysis.npz into `out`; returns the JSON path."""
+        out = Path(out)
+        atomic_write_npz(out / "analysis.npz", self.arrays)
+        atomic_write_json(out / "analysis.json", {**self.to_dict(), "provenance": provenance()})
+        return out / "analysis.json"
+
+
+def analyze_run(run: Run, epoch: int | None = None, layers: list[int] | None = None, *,
+                replay: bool = True, count_kwargs: dict | None = None) -> RunAnalysis:
+    """Analyse hidden layers (0-based; default all) of `run` at `epoch` (default: default_epoch)."""
+    epoch = default_epoch(run) if epoch is None else int(epoch)
+    run.index(epoch)  # a clear error when the epoch was not recorded
+    depth = run.config.model.depth
+    chosen = list(range(depth)) if layers is None else layers
+    bad = [k for k in chosen if not 0 <= k < depth]
+    if bad:
+        raise ValueError(f"layer {bad[0] + 1} does not exist: this run has layers 1..{depth}")
+    reports = [analyze_layer(run, k, epoch, replay=replay, count_kwargs=count_kwargs) for k in chosen]
+    result = RunAnalysis(str(run.path) if run.path else "", epoch, run.config.train.optimizer, reports)
+    for report in reports:
+        result.arrays[f"order_{report.layer}"] = cosine_order(run.layer(report.layer, epoch),
+                                                              report.orientations)
+    if run.config.data.d == 1:
+        _one_dimensional(run, epoch, result)
+    return result
+
+
+def _one_dimensional(run: Run, epoch: int, result: RunAnalysis) -> None:
+    """Figs. 5-6 for a 1-D input: polynomial fits, direction field, orientation trajectories."""
+    act = run.architecture.activations[0]
+    cfg = run.config.data
+    grid = np.linspace(cfg.low, cfg.high, TEST_POINTS)
+    with torch.no_grad():
+        out = run.network(epoch)(torch.as_tensor(grid[:, None])).sum(1).numpy()
+    top = (act.multiplicity or 2) + 1
+    result.polyfits = polynomial_fits(grid, out, top)
+    result.arrays.update(test_x=grid, test_y=out)
+    history = layer_history(run, 0, epoch)
+    X, e = history.inputs[-1], history.residuals[-1]
+    W = run.layer("layer1", epoch)
+    lim = 1.2 * float(np.abs(W).max()) or 1.0
+    gw, gb, dw, db = direction_field(X, e, act.grad, lim=lim, size=21)
+    if act.multiplicity is not None:
+        # both signs of the output weight: Fig. 6 counts lines attracting either sign
+        result.stable_lines = stable_lines_2d(X, e, act.grad, radius=1e-3 * lim, output_sign=None)
+    result.arrays.update(field_w=gw, field_b=gb, field_dw=dw, field_db=db, weights=W,
+                         velocities=velocities(W, X, e, act.grad))
+    theta, amplitude = orientation_trajectories(run.weights["layer1"])
+    result.arrays.update(traj_epochs=run.epochs, traj_theta=theta, traj_amplitude=amplitude)

@@ -1,0 +1,33 @@
+"""Paper-style figures for condlab results (Zhou et al., NeurIPS 2022, Figs. 2-6).
+
+Plotting only reads arrays that analysis and training produced; it never trains
+or analyses. Every function builds a fresh, unmanaged `matplotlib.figure.Figure`
+(no pyplot state, no backend switch) and returns it; `save_figure` writes it to
+disk as PNG (150 dpi) and SVG, each file atomically.
+
+    cosine_heatmap(W, order)           Figs. 2-4: D(u, v) of input weights, colour range [-1, 1]
+    cosine_panels([(title, W, order)]) Figs. 2-4: a row of (a), (b), ... heat maps, one colour bar
+    direction_field_plot(...)          Fig. 6: (w, b) direction field, stable lines, neurons
+    polyfit_plot(x, y, fits)           Fig. 5: network output with low-degree polynomial fits
+    loss_plot(loss)                    loss vs epoch with the 70 % initial-stage threshold
+    trajectories_plot(epochs, θ, amp)  orientation and amplitude of every neuron vs epoch
+    save_figure(fig, path)             -> [path.png, path.svg]
+    analysis_figures(run, analysis, out) every figure of one analysed run
+"""
+
+from ._analysis import analysis_figures
+from ._curves import loss_plot, polyfit_plot
+from ._dynamics import direction_field_plot, trajectories_plot
+from ._heatmaps import cosine_heatmap, cosine_panels
+from ._style import save_figure
+
+__all__ = [
+    "analysis_figures",
+    "cosine_heatmap",
+    "cosine_panels",
+    "direction_field_plot",
+    "loss_plot",
+    "polyfit_plot",
+    "save_figure",
+    "trajectories_plot",
+]

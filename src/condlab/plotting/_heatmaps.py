@@ -1,0 +1,111 @@
+"""Cosine-similarity heat maps of hidden neurons' input weights (the paper's Figs. 2-4)."""
+
+from __future__ import annotations
+
+import math
+import string
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.image import AxesImage
+from matplotlib.ticker import MaxNLocator
+
+from condlab.analysis._cosine import as_matrix, cosine_matrix
+
+from ._style import COSINE_CMAP, new_figure, root_figure, styled
+
+CBAR_LABEL = r"$D(\mathbf{u}, \mathbf{v})$"
+CBAR_TICKS = (-1.0, -0.5, 0.0, 0.5, 1.0)
+
+
+def _permutation(order: Any, m: int) -> np.ndarray:
+    """`order` as an index array that is a permutation of range(m); None -> identity."""
+    if order is None:
+        return np.arange(m)
+    idx = np.asarray(order)
+    if idx.shape != (m,) or not np.issubdtype(idx.dtype, np.integer):
+        raise ValueError(f"order must be an integer array of shape ({m},), got {idx.dtype} {idx.shape}")
+    if not np.array_equal(np.sort(idx), np.arange(m)):
+        raise ValueError(f"order must be a permutation of range({m})")
+    return idx
+
+
+def _draw_cosine(ax: Axes, W: Any, order: Any, title: str, *, xlabel: bool, ylabel: bool) -> AxesImage:
+    """Draw the eq. 5 matrix of W's rows, permuted by `order`, into `ax`."""
+    D = cosine_matrix(as_matrix(W))
+    idx = _permutation(order, D.shape[0])
+    im = ax.imshow(
+        D[np.ix_(idx, idx)], cmap=COSINE_CMAP, vmin=-1.0, vmax=1.0,
+        interpolation="nearest", origin="upper", aspect="equal",
+    )
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(MaxNLocator(nbins=5, integer=True))
+    ax.tick_params(length=2.5)
+    for spine in ax.spines.values():  # an image is framed on all four sides
+        spine.set_visible(True)
+        spine.set_linewidth(0.6)
+    if xlabel:
+        ax.set_xlabel("neuron index")
+    if ylabel:
+        ax.set_ylabel("neuron index")
+    if title:
+        ax.set_title(title)
+    return im
+
+
+def _colorbar(fig: Figure, im: AxesImage, ax: Axes | list[Axes]) -> None:
+    cbar = fig.colorbar(im, ax=ax, ticks=CBAR_TICKS, shrink=0.9, aspect=25, pad=0.02)
+    cbar.set_label(CBAR_LABEL)
+    cbar.outline.set_linewidth(0.5)
+    cbar.ax.tick_params(length=2.5)
+
+
+@styled
+def cosine_heatmap(
+    W: np.ndarray, order: np.ndarray | None = None, *, ax: Axes | None = None, title: str = ""
+) -> Figure:
+    """Heat map of the cosine similarity D(u, v) of W's rows, as in the paper's Figs. 2-4."""
+    if ax is None:
+        fig = new_figure(3.6, 3.0)
+        ax = fig.add_subplot()
+    else:
+        fig = root_figure(ax)
+    im = _draw_cosine(ax, W, order, title, xlabel=True, ylabel=True)
+    _colorbar(ax.figure, im, ax)  # type: ignore[arg-type]
+    return fig
+
+
+def _subcaption(i: int, title: str) -> str:
+    letters = string.ascii_lowercase
+    tag = letters[i] if i < len(letters) else letters[i // 26 - 1] + letters[i % 26]
+    return f"({tag}) {title}".rstrip()
+
+
+@styled
+def cosine_panels(
+    panels: list[tuple[str, np.ndarray, np.ndarray | None]], *, ncols: int | None = None, suptitle: str = ""
+) -> Figure:
+    """A row of (a), (b), ... cosine heat maps with one shared colour bar, like the paper's Figs. 2-4."""
+    if not panels:
+        raise ValueError("cosine_panels needs at least one (title, W, order) panel")
+    n = len(panels)
+    ncols = min(n, 5) if ncols is None else ncols
+    if ncols < 1:
+        raise ValueError(f"ncols must be >= 1, got {ncols}")
+    nrows = math.ceil(n / ncols)
+    fig = new_figure(2.3 * ncols + 0.7, 2.45 * nrows + (0.3 if suptitle else 0.0))
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    im = None
+    for i, (title, W, order) in enumerate(panels):
+        r, c = divmod(i, ncols)
+        last_in_col = i + ncols >= n
+        im = _draw_cosine(axes[r, c], W, order, _subcaption(i, title), xlabel=last_in_col, ylabel=c == 0)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    assert im is not None
+    _colorbar(fig, im, list(axes.flat[:n]))
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig
