@@ -347,3 +347,18 @@ def test_activation_table():
     assert by_name["relu"]["p"] == by_name["leaky_relu"]["p"] == "undefined"
     assert (by_name["tanh"]["p"], by_name["xtanh"]["p"], by_name["x2tanh"]["p"]) == (1, 2, 3)
     assert by_name["x3tanh"] == {"name": "x3tanh", "formula": "x**3*tanh(x)", "p": 4}
+
+
+@pytest.mark.parametrize("name", ["tanh", "sigmoid", "softplus", "gelu", "silu", "xtanh", "x2tanh",
+                                  "x**3*tanh(x)", "sin(x)**2"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_value_and_grad_matches_fn_and_grad(name, dtype):
+    """The training loop's fused, in-place (σ, σ') equals the separate fn and grad."""
+    act = get_activation(name)
+    t = torch.linspace(-6, 6, 243, dtype=dtype).reshape(3, 81, 1).expand(3, 81, 2).contiguous()
+    value = torch.full((3, 81, 3), float("nan"), dtype=dtype)[..., :2]   # a strided output
+    slope = torch.empty_like(t)
+    act.value_and_grad(t, value, slope)
+    tol = 1e-6 if dtype == torch.float32 else 1e-14
+    torch.testing.assert_close(value, act.fn(t), rtol=tol, atol=tol)
+    torch.testing.assert_close(slope, act.grad(t), rtol=tol, atol=tol)

@@ -46,16 +46,20 @@ class Activation:
     multiplicity: int | None
     leading_coefficient: float | None  # σ^(p)(0) itself, not divided by p!
     note: str = ""
-    # Optional fused (σ(t), σ'(t)) sharing work such as one tanh for both; the training hot
-    # loop calls value_and_grad, so a fused form is a speed-up only, never a change of result.
-    fused: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None
+    # Optional fused (σ(t), σ'(t)) into given outputs, sharing work such as one tanh for both;
+    # the training hot loop calls value_and_grad, so it is a speed-up, never a change of result.
+    fused: Callable[[Tensor, Tensor, Tensor], None] | None = None
 
     def __call__(self, t: Tensor) -> Tensor:
         return self.fn(t)
 
-    def value_and_grad(self, t: Tensor) -> tuple[Tensor, Tensor]:
-        """(σ(t), σ'(t)) elementwise, computed together where that saves work."""
-        return self.fused(t) if self.fused is not None else (self.fn(t), self.grad(t))
+    def value_and_grad(self, t: Tensor, value: Tensor, slope: Tensor) -> None:
+        """Write σ(t) into `value` and σ'(t) into `slope` (same shape as t; may be strided views)."""
+        if self.fused is not None:
+            self.fused(t, value, slope)
+        else:
+            value.copy_(self.fn(t))
+            slope.copy_(self.grad(t))
 
     @classmethod
     def from_callable(cls, name: str, fn: TensorFn, grad: TensorFn | None = None) -> Activation:
@@ -383,27 +387,35 @@ _BUILTINS: dict[str, tuple[str, TensorFn, TensorFn]] = {
 }  # fmt: skip
 
 
-def _fused_tanh(t: Tensor) -> tuple[Tensor, Tensor]:
-    th = torch.tanh(t)
-    return th, (th * th).neg_().add_(1)
+# Fused (σ, σ') written into preallocated outputs: the training hot loop allocates nothing,
+# because on CPU a fresh multi-megabyte tensor per step costs more in page faults than the math.
+def _one(t: Tensor) -> Tensor:
+    return torch.ones((), dtype=t.dtype, device=t.device)  # 0-d: broadcasts in one pass
 
 
-def _fused_sigmoid(t: Tensor) -> tuple[Tensor, Tensor]:
-    s = torch.sigmoid(t)
-    return s, s * torch.sigmoid(-t)
+def _fused_tanh(t: Tensor, value: Tensor, slope: Tensor) -> None:
+    torch.tanh(t, out=value)
+    torch.addcmul(_one(t), value, value, value=-1, out=slope)  # 1 - tanh²
 
 
-def _fused_xtanh(t: Tensor) -> tuple[Tensor, Tensor]:
-    th = torch.tanh(t)
-    sech2 = (th * th).neg_().add_(1)
-    return t * th, sech2.mul_(t).add_(th)  # tanh + t·sech²
+def _fused_sigmoid(t: Tensor, value: Tensor, slope: Tensor) -> None:
+    torch.sigmoid(t, out=value)
+    torch.mul(value, value, out=slope)
+    slope.neg_().add_(value)  # s - s²
 
 
-def _fused_x2tanh(t: Tensor) -> tuple[Tensor, Tensor]:
-    th = torch.tanh(t)
-    t_th = t * th
-    sech2 = (th * th).neg_().add_(1)
-    return t * t_th, sech2.mul_(t * t).add_(t_th, alpha=2)  # 2t·tanh + t²·sech²
+def _fused_xtanh(t: Tensor, value: Tensor, slope: Tensor) -> None:
+    torch.tanh(t, out=slope)  # slope holds tanh for now
+    torch.mul(t, slope, out=value)  # t·tanh
+    slope.addcmul_(value, slope, value=-1).add_(t)  # tanh + t(1 - tanh²) = tanh - t·tanh² + t
+
+
+def _fused_x2tanh(t: Tensor, value: Tensor, slope: Tensor) -> None:
+    torch.tanh(t, out=slope)
+    torch.mul(t, slope, out=value)  # v = t·tanh
+    torch.mul(t, t, out=slope)
+    slope.addcmul_(value, value, value=-1).add_(value, alpha=2)  # 2t·tanh + t²(1 - tanh²)
+    value.mul_(t)  # t²·tanh
 
 
 _FUSED = {"tanh": _fused_tanh, "sigmoid": _fused_sigmoid, "xtanh": _fused_xtanh,

@@ -90,7 +90,7 @@ class BatchedNet:
         self.grad = torch.zeros_like(self.flat)
         self.weights = self.views(self.flat)
         self.grads = self.views(self.grad)
-        self._buffers: dict[tuple, list[torch.Tensor]] = {}
+        self._buffers: dict[tuple, dict[str, list[torch.Tensor]]] = {}
 
     def views(self, buffer: torch.Tensor) -> list[torch.Tensor]:
         """Split a flat buffer laid out like ``flat`` into per-layer (R, rows, cols) views."""
@@ -113,53 +113,99 @@ class BatchedNet:
         for view, w in zip(self.weights, weights, strict=True):
             view[run].copy_(w)
 
-    def _augmented(self, n: int, like: torch.Tensor) -> list[torch.Tensor]:
-        # (R, n, m+1) buffers whose last column stays 1: the "(x, 1)" of eq. 2, made once.
+    def _workspace(self, n: int, like: torch.Tensor) -> dict[str, list[torch.Tensor]]:
+        # Every tensor the hot loop writes, allocated once per data shape: on CPU, fresh
+        # multi-megabyte tensors each step cost more in page faults than the arithmetic.
         key = (n, like.dtype, like.device)
         if key not in self._buffers:
-            self._buffers[key] = [torch.ones(self.runs, n, self.arch.width + 1, dtype=like.dtype,
-                                             device=like.device) for _ in range(self.arch.depth)]
+            def make(*shape: int) -> torch.Tensor:
+                return torch.zeros(self.runs, *shape, dtype=like.dtype, device=like.device)
+
+            m, depth = self.arch.width, self.arch.depth
+            self._buffers[key] = {
+                "z": [make(n, m) for _ in range(depth)],
+                "h": [make(n, m) for _ in range(depth)],
+                "slope": [make(n, m) for _ in range(depth)],
+                "g": [make(n, m), make(n, m)],
+                # weight gradients without the bias column, copied into the flat gradient
+                "gw": [make(rows, cols - 1) for rows, cols in self.arch.shapes[:-1]]
+                + [make(self.arch.d_out, m)],
+            }
         return self._buffers[key]
 
     def forward(self, x_aug: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-        """x_aug (R, n, d+1), inputs with the appended 1 -> f (R, n, d_out), layer inputs, sigma'(z)."""
+        """x_aug (R, n, d+1) inputs with the appended 1 -> f (R, n, d_out), layer inputs, sigma'(z).
+
+        The data come with their column of ones (made once), so the first layer is one bmm on
+        the full weight; deeper layers add their bias by baddbmm, keeping activations
+        contiguous. Returned tensors are workspace buffers, overwritten by the next call.
+        """
         arch = self.arch
-        inputs, slopes = [x_aug], []
-        buffers = self._augmented(x_aug.shape[1], x_aug)
+        work = self._workspace(x_aug.shape[1], x_aug)
+        inputs = [x_aug]
         for layer in range(arch.depth):
-            z = torch.bmm(inputs[-1], self.weights[layer].transpose(1, 2))
-            out, slope = arch.activations[layer].value_and_grad(z)
-            if arch.is_residual(layer):
-                out = out + inputs[-1][..., :-1]
-            h = buffers[layer]
-            h[..., :-1].copy_(out)
+            w, z_out = self.weights[layer], work["z"][layer]
+            if layer == 0:
+                z = torch.bmm(x_aug, w.transpose(1, 2), out=z_out)
+            else:
+                z = torch.baddbmm(w[:, None, :, -1], inputs[-1], w[:, :, :-1].transpose(1, 2), out=z_out)
+            h = work["h"][layer]
+            arch.activations[layer].value_and_grad(z, h, work["slope"][layer])
+            if arch.is_residual(layer):  # never layer 0: widths differ there
+                h.add_(inputs[-1])
             inputs.append(h)
-            slopes.append(slope)
-        if not arch.output_bias:
-            inputs[-1] = inputs[-1][..., :-1]
-        return torch.bmm(inputs[-1], self.weights[-1].transpose(1, 2)), inputs, slopes
+        a = self.weights[-1]
+        a_bar = a[:, :, :arch.width].transpose(1, 2)
+        f = torch.bmm(inputs[-1], a_bar)
+        if arch.output_bias:  # a tiny (R, n, d_out) add: cheaper than baddbmm's broadcast copy
+            f.add_(a[:, None, :, -1])
+        return f, inputs, work["slope"]
 
     def loss_and_grad(self, x_aug: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Loss R = 1/(2n) sum_i |f(x_i) - y_i|^2 per run (R,); writes dR/dtheta into `grad`.
 
-        x_aug (R, n, d+1) holds the inputs with the appended 1, y (R, n, d_out) the targets.
-        Hand-written backward pass (no autograd graph): it is the hot loop of every experiment.
+        x_aug (R, n, d+1) inputs with the appended 1, y (R, n, d_out) targets. Hand-written
+        backward pass (no autograd graph): it is the hot loop of every experiment.
         """
         arch, n = self.arch, x_aug.shape[1]
         f, inputs, slopes = self.forward(x_aug)
+        work = self._workspace(n, x_aug)
         residual = f - y
         loss = residual.square().sum(dim=(1, 2)) / (2 * n)
-        delta = residual / n                                        # dR/df, (R, n, d_out)
-        torch.bmm(delta.transpose(1, 2), inputs[-1], out=self.grads[-1])
-        g_h = torch.bmm(delta, self.weights[-1][:, :, :arch.width])  # dR/dh_L, (R, n, m)
+        delta = residual.div_(n)                                     # dR/df, (R, n, d_out)
+        self._weight_grad(-1, delta, inputs[-1], work["gw"][-1], bias=arch.output_bias)
+        a_bar = self.weights[-1][:, :, :arch.width]                  # (R, d_out, m)
+        buffers, top = work["g"], arch.depth - 1
+        if arch.d_out == 1 and not arch.is_residual(top):
+            # dR/dh_L = delta a^T is an outer product: broadcast it instead of a bmm
+            g_h, g_z = None, slopes[top].mul_(delta).mul_(a_bar)
+        else:
+            g_h = torch.bmm(delta, a_bar, out=buffers[0])            # dR/dh_L, (R, n, m)
+            g_z = slopes[top].mul_(g_h)                               # dR/dz_L
         for layer in reversed(range(arch.depth)):
-            g_z = slopes[layer].mul_(g_h)
-            torch.bmm(g_z.transpose(1, 2), inputs[layer], out=self.grads[layer])
+            self._weight_grad(layer, g_z, inputs[layer], work["gw"][layer], bias=True)
             if layer == 0:
                 break
-            g_prev = torch.bmm(g_z, self.weights[layer][:, :, :-1])
-            g_h = g_prev + g_h if arch.is_residual(layer) else g_prev
+            # dR/dh_{l-1} = dR/dz_l W_l (+ dR/dh_l through the skip connection)
+            target = buffers[1] if g_h is buffers[0] else buffers[0]
+            torch.bmm(g_z, self.weights[layer][:, :, :-1], out=target)
+            if arch.is_residual(layer):
+                target.add_(g_h)
+            g_h = target
+            g_z = slopes[layer - 1].mul_(g_h)
         return loss
+
+    def _weight_grad(self, layer: int, g: torch.Tensor, inputs: torch.Tensor, work: torch.Tensor,
+                     bias: bool) -> None:
+        """dR/dW of one layer from dR/dz (R, n, rows) and its input (R, n, cols or cols-1), into `grad`."""
+        if inputs.shape[2] == self.grads[layer].shape[2]:  # input carries its 1: bias included
+            torch.bmm(g.transpose(1, 2), inputs, out=self.grads[layer])
+            return
+        torch.bmm(g.transpose(1, 2), inputs, out=work)
+        grad = self.grads[layer]
+        grad[:, :, :work.shape[2]].copy_(work)
+        if bias:
+            grad[:, :, -1].copy_(g.sum(1))
 
 
 class FCNet(nn.Module):

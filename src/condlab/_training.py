@@ -59,6 +59,8 @@ class Adam:
         self.beta1, self.beta2, self.eps = beta1, beta2, eps
         self.exp_avg = torch.zeros_like(self.params)
         self.exp_avg_sq = torch.zeros_like(self.params)
+        self.denom = torch.zeros_like(self.params)   # workspaces: no allocation per step
+        self.update = torch.zeros_like(self.params)
         self.step_count = 0
 
     def step(self, grad: torch.Tensor) -> None:
@@ -67,8 +69,8 @@ class Adam:
         self.exp_avg_sq.mul_(self.beta2).addcmul_(grad, grad, value=1 - self.beta2)
         bias1 = 1 - self.beta1**self.step_count
         bias2_sqrt = math.sqrt(1 - self.beta2**self.step_count)
-        denom = self.exp_avg_sq.sqrt().div_(bias2_sqrt).add_(self.eps)
-        update = self.exp_avg.div(denom).mul_(self.lr)
+        denom = torch.sqrt(self.exp_avg_sq, out=self.denom).div_(bias2_sqrt).add_(self.eps)
+        update = torch.div(self.exp_avg, denom, out=self.update).mul_(self.lr)
         self.params.add_(update, alpha=-1 / bias1)
 
     def stop(self, run: int) -> None:
