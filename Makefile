@@ -16,8 +16,9 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed
 
-demo: setup  ## the main job: train the paper's Fig. 3 tanh network, 8 seeds in one batch
+demo: setup  ## the main job: Fig. 3's tanh network, 8 seeds in one batch, analysed at epoch 100
 	$(BIN)/condlab train --preset fig3 --seeds 8 --out runs/fig3-demo
+	$(BIN)/condlab analyze runs/fig3-demo/seed0 --epoch 100
 
 test: setup  ## the default test suite (under ~10 minutes on 2 cores)
 	$(BIN)/pytest
