@@ -5,7 +5,7 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN = $(VENV)/bin
 
-.PHONY: setup demo test test-slow bench lint clean
+.PHONY: setup demo demo-all test test-slow bench lint clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,9 +16,11 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed
 
-demo: setup  ## the main job: Fig. 3's tanh network, 8 seeds in one batch, analysed at epoch 100
-	$(BIN)/condlab train --preset fig3 --seeds 8 --out runs/fig3-demo
-	$(BIN)/condlab analyze runs/fig3-demo/seed0 --epoch 100
+demo: setup  ## the main job: reproduce the paper's Fig. 3 (5 seeds), with a verdict on each claim
+	$(BIN)/condlab reproduce fig3
+
+demo-all: setup  ## every experiment of the documents, quick mode, with a summary table
+	$(BIN)/condlab reproduce all --quick
 
 test: setup  ## the default test suite (under ~10 minutes on 2 cores)
 	$(BIN)/pytest
@@ -28,6 +30,7 @@ test-slow: setup  ## slower scientific checks on trained networks
 
 bench: setup
 	$(BIN)/python benchmarks/bench_batched.py
+	$(BIN)/python benchmarks/bench_reproduce.py
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks

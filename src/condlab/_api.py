@@ -76,7 +76,10 @@ def train(
     t = cfg.train
     specs = run_specs(cfg)
     dataset = make_dataset(cfg.data)
-    arch = Architecture.from_config(cfg.model, cfg.data.d)
+    if dataset.y.shape[1] != cfg.model.d_out:
+        raise ConfigError(f"model.d_out={cfg.model.d_out}, but data.source='{cfg.data.source}' "
+                          f"has {dataset.y.shape[1]} outputs: set model.d_out={dataset.y.shape[1]}")
+    arch = Architecture.from_config(cfg.model, dataset.config.d)
     device = resolve_device(t.device)
     dtype = getattr(torch, t.dtype)
     net = BatchedNet(arch, len(specs), dtype, device)

@@ -182,6 +182,36 @@ def _print_analysis(analysis, out: Path, figures: list[Path]) -> None:
     print(f"  written: {out / 'analysis.json'}" + (f" and {len(figures)} figures" if figures else ""))
 
 
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from .reproduce import EXPERIMENTS, reproduce, reproduce_all, summary_rows
+
+    if args.list or not args.name:
+        for e in EXPERIMENTS.values():
+            print(f"{e.name:<14} {e.source:<28} {e.shows}")
+        return 0
+    options = dict(seeds=args.seeds, quick=args.quick, out=args.out, device=args.device,
+                   data_dir=args.data_dir, progress=sys.stderr.isatty())
+    if args.name == "all":
+        results, table = reproduce_all(**options)
+        print(table)
+        print(f"summary: {Path(args.out) / 'summary.md'} and summary.csv")
+    else:
+        results = [reproduce(args.name, **options)]
+        rows = summary_rows(results)
+        width = max(len(r["claim"]) for r in rows)  # never empty: a skipped experiment has a row
+        for r in rows:
+            print(f"{r['verdict']:<6} {r['claim']:<{width}}  expected {r['expected']:<28} "
+                  f"measured {r['measured']} ({r['share']} seeds)")
+    for result in results:
+        for note in result.notes:
+            print(f"note ({result.experiment}): {note}")
+        verdict = ("NOT RUN" if result.status != "ran" else
+                   "all claims hold" if result.all_hold else "SOME CLAIMS FAIL")
+        print(f"{result.experiment}: {verdict}; {Path(args.out) / result.experiment / 'claims.json'}, "
+              f"{len(result.figures)} figure files")
+    return 0
+
+
 def _print_runs(result) -> None:
     print(f"{'run':<24} {'lr':>9} {'init_std':>9} {'loss@0':>10} {'loss@end':>10} {'70%-epoch':>9}  status")
     for run in result.runs:
@@ -219,6 +249,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="set aside neurons below this fraction of the largest amplitude (default 0.1)")
     p.add_argument("--min-share", type=float, help="smallest share of a condensed line (default 0.05)")
     p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("reproduce",
+                       help="reproduce an experiment of the papers, with a verdict on each claim")
+    p.add_argument("name", nargs="?", help="experiment name (see --list) or all")
+    p.add_argument("--list", action="store_true", help="list the experiments")
+    p.add_argument("--seeds", type=_parse_seeds, help="seeds (default 5, or 2 with --quick)")
+    p.add_argument("--quick", action="store_true", help="fewer seeds, no replay predictions, data subsets")
+    p.add_argument("--out", default="runs/reproduce", help="output directory (default runs/reproduce)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
+    p.add_argument("--data-dir", help="directory with MNIST / CIFAR files (else $CONDLAB_DATA)")
+    p.set_defaults(func=cmd_reproduce)
 
     p = sub.add_parser("presets", help="list named configs (the paper's figure settings)")
     p.set_defaults(func=cmd_presets)

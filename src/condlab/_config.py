@@ -27,6 +27,7 @@ import yaml
 OPTIMIZERS = ("adam", "gd")
 DTYPES = ("float32", "float64")
 ARCHS = ("fc", "residual")
+SOURCES = ("synthetic", "mnist", "digits")
 
 
 class ConfigError(ValueError):
@@ -52,6 +53,12 @@ class DataConfig:
     # The paper: "the sampling range and the target function are chosen randomly".
     # When true, low/high and amplitude/frequency/phase are drawn from `seed`.
     randomize: bool = False
+    # "synthetic" (the fields above), or a real data set with one-hot targets for the MSE loss
+    # (the two-layer paper's MNIST experiment): "mnist" (IDX files under data_dir, else
+    # $CONDLAB_DATA) or "digits" (scikit-learn's bundled 8x8 digits, an offline stand-in).
+    source: str = "synthetic"
+    data_dir: str = ""
+    limit: int = 0  # use the first `limit` samples of a real data set (0: all)
 
 
 @dataclass
@@ -232,8 +239,12 @@ def validate(cfg: Config) -> Config:
                        ("model.depth", m.depth), ("model.d_out", m.d_out),
                        ("train.epochs", t.epochs)]:
         _check(value > 0, f"{key}={value} is not accepted: it must be a positive integer")
+    _check(d.source in SOURCES,
+           f"data.source='{d.source}' is not accepted: choose one of {', '.join(SOURCES)}")
+    _check(d.limit >= 0, f"data.limit={d.limit} is not accepted: it must be >= 0 (0 = all)")
     _check(d.high > d.low, f"data.low={d.low}, data.high={d.high}: need low < high")
-    check_target(d.target, d.d)
+    if d.source == "synthetic":
+        check_target(d.target, d.d)
     _check(m.arch in ARCHS, f"model.arch='{m.arch}' is not accepted: choose one of {', '.join(ARCHS)}")
     if len(m.activations) == 1:
         m.activations = m.activations * m.depth

@@ -84,8 +84,24 @@ def target_values(cfg: DataConfig, x: np.ndarray) -> np.ndarray:
     return out.numpy().reshape(-1, 1).copy()
 
 
+def _real(cfg: DataConfig) -> Dataset:
+    """A real data set: inputs in [0, 1], one-hot targets (n, classes) for the MSE loss."""
+    from ._datasets import data_root, load_digits_standin, load_mnist
+
+    limit = cfg.limit or None
+    if cfg.source == "mnist":
+        x, labels = load_mnist(data_root(cfg.data_dir or None), "train", limit)
+    else:
+        x, labels = load_digits_standin()
+        x, labels = x[:limit], labels[:limit]
+    y = np.eye(int(labels.max()) + 1)[labels]
+    return Dataset(x=x.astype(np.float64), y=y, config=replace(cfg, d=x.shape[1], n=len(x)))
+
+
 def make_dataset(cfg: DataConfig) -> Dataset:
     """Sample the training set for a data config (seeded, reproducible across machines)."""
+    if cfg.source != "synthetic":
+        return _real(cfg)
     rng = np.random.default_rng(cfg.seed)
     if cfg.randomize:
         cfg = _randomized(cfg, rng)

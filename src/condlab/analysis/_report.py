@@ -90,15 +90,20 @@ def default_epoch(run: Run) -> int:
     return int(inside[-1])
 
 
-def analyze_layer(run: Run, layer: int, epoch: int, *, replay: bool = True,
+def analyze_layer(run: Run, layer: int, epoch: int, *, replay: bool = True, predict: bool = True,
                   count_kwargs: dict | None = None, seed: int = 0) -> LayerReport:
-    """Measure and predict the condensation of hidden layer `layer` (0-based) at `epoch`."""
+    """Measure and predict the condensation of hidden layer `layer` (0-based) at `epoch`.
+
+    `predict=False` only measures; `replay=False` skips the (slower) leading-order replay.
+    """
     name = f"layer{layer + 1}"
     act = run.architecture.activations[layer]
     orientations = count_orientations(run.layer(name, epoch), **(count_kwargs or {}))
     report = LayerReport(name, epoch, act.name, act.multiplicity, orientations)
     if act.multiplicity is None:
         return _with_note(report, f"multiplicity undefined ({act.note}): no leading-order theory")
+    if not predict:
+        return report
     measured = np.array([c.mean for c in orientations.lines])
     history = layer_history(run, layer, epoch)
     p, coef = act.multiplicity, act.leading_coefficient

@@ -59,7 +59,7 @@ class RunAnalysis:
 
 
 def analyze_run(run: Run, epoch: int | None = None, layers: list[int] | None = None, *,
-                replay: bool = True, count_kwargs: dict | None = None) -> RunAnalysis:
+                replay: bool = True, predict: bool = True, count_kwargs: dict | None = None) -> RunAnalysis:
     """Analyse hidden layers (0-based; default all) of `run` at `epoch` (default: default_epoch)."""
     epoch = default_epoch(run) if epoch is None else int(epoch)
     run.index(epoch)  # a clear error when the epoch was not recorded
@@ -68,7 +68,8 @@ def analyze_run(run: Run, epoch: int | None = None, layers: list[int] | None = N
     bad = [k for k in chosen if not 0 <= k < depth]
     if bad:
         raise ValueError(f"layer {bad[0] + 1} does not exist: this run has layers 1..{depth}")
-    reports = [analyze_layer(run, k, epoch, replay=replay, count_kwargs=count_kwargs) for k in chosen]
+    reports = [analyze_layer(run, k, epoch, replay=replay, predict=predict, count_kwargs=count_kwargs)
+               for k in chosen]
     result = RunAnalysis(str(run.path) if run.path else "", epoch, run.config.train.optimizer, reports)
     for report in reports:
         result.arrays[f"order_{report.layer}"] = cosine_order(run.layer(report.layer, epoch),

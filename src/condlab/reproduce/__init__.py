@@ -1,0 +1,12 @@
+"""Reproduce the experiments of the source documents, each with a verdict on every claim.
+
+    condlab reproduce fig3 [--quick] [--seeds N]   ->  OUT/fig3/claims.json, fig3.png/svg, runs/
+    condlab reproduce all                          ->  every experiment + OUT/summary.md/.csv
+"""
+
+from ._claims import Claim, ExperimentResult, summary_rows, write_summary
+from ._context import Context, Experiment
+from ._runner import DEFAULT_SEEDS, EXPERIMENTS, QUICK_SEEDS, reproduce, reproduce_all
+
+__all__ = ["Claim", "Context", "DEFAULT_SEEDS", "EXPERIMENTS", "Experiment", "ExperimentResult",
+           "QUICK_SEEDS", "reproduce", "reproduce_all", "summary_rows", "write_summary"]

@@ -1,0 +1,51 @@
+"""What every experiment gets: seeds, quick mode, output folder, device, data directory."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .._api import train
+from .._config import Config
+from .._records import RunResult
+from ..plotting import save_figure
+from ._claims import ExperimentResult
+
+
+@dataclass
+class Context:
+    """Settings of one ``condlab reproduce`` call, shared by the experiments it runs."""
+
+    seeds: list[int]
+    quick: bool = False
+    out: Path = Path("runs/reproduce")
+    device: str = "cpu"
+    data_dir: Path | None = None
+    progress: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def train(self, cfg: Config, tag: str, *extra: str) -> RunResult:
+        """Train `cfg` for every seed as one batch; records go to OUT/runs/TAG."""
+        cfg = cfg.with_overrides([f"train.seeds={self.seeds}", f"train.device={self.device}", *extra])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = train(cfg, out=self.out / "runs" / tag, progress=self.progress)
+        self.warnings += [f"{tag}: {w.message}" for w in caught]
+        return result
+
+    def save(self, result: ExperimentResult, fig, name: str) -> None:
+        """Write a figure as PNG and SVG next to claims.json and list it in the result."""
+        result.figures += [str(p) for p in save_figure(fig, self.out / name)]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A reproducible experiment of the source documents."""
+
+    name: str
+    source: str
+    shows: str
+    run: Callable[[Context], ExperimentResult]
+    dataset: str | None = None   # "mnist" / "cifar10" when real data are needed

@@ -1,0 +1,53 @@
+"""Run experiments by name: one folder each with claims.json, figures and run records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ._claims import ExperimentResult, write_summary
+from ._context import Context, Experiment
+from ._multidim import fig3, fig4, fig4_plain, relu, simple_target
+from ._one_d import evolution, fig5, fig6
+from ._real import fig2, mnist
+
+EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
+    Experiment("fig2", "NeurIPS 2022, Fig. 2", "CIFAR-10 ResNet18-like + FC head: 1 line (2 for xtanh)",
+               fig2, dataset="cifar10"),
+    Experiment("fig3", "NeurIPS 2022, Fig. 3", "5-50-1 with five activations: 1, 2, 3, 1, 1 lines", fig3),
+    Experiment("fig4", "NeurIPS 2022, Fig. 4", "six-layer residual net: 3, 2, 1, 1, 1 lines", fig4),
+    Experiment("fig4-plain", "NeurIPS 2022, A.5", "Fig. 4 without residual connections", fig4_plain),
+    Experiment("fig5", "NeurIPS 2022, Fig. 5", "1-D output ~ polynomial of degree p at epoch 1000", fig5),
+    Experiment("fig6", "NeurIPS 2022, Fig. 6", "direction field with p stable lines at epoch 200", fig6),
+    Experiment("evolution", "NeurIPS 2022, A.6", "snapshots through the initial stage", evolution),
+    Experiment("relu", "two-layer paper, Fig. 1(d)", "ReLU: 3 directions, two of them opposite", relu),
+    Experiment("simple-target", "two-layer paper, Fig. 2(a)", "simpler target: x2tanh on < 3 lines",
+               simple_target),
+    Experiment("mnist", "two-layer paper, Fig. 2(b)", "MNIST, 30 x2tanh neurons: one line", mnist,
+               dataset="mnist"),
+]}
+DEFAULT_SEEDS, QUICK_SEEDS = 5, 2
+
+
+def unknown(name: str) -> ValueError:
+    return ValueError(f"unknown experiment '{name}': choose one of {', '.join(EXPERIMENTS)} or all")
+
+
+def reproduce(name: str, *, seeds: list[int] | None = None, quick: bool = False,
+              out: str | Path = "runs/reproduce", device: str = "cpu",
+              data_dir: str | Path | None = None, progress: bool = False) -> ExperimentResult:
+    """Run one experiment; writes OUT/NAME/claims.json, its figures and its run records."""
+    if name not in EXPERIMENTS:
+        raise unknown(name)
+    seeds = seeds if seeds is not None else list(range(QUICK_SEEDS if quick else DEFAULT_SEEDS))
+    ctx = Context(seeds, quick, Path(out) / name, device, Path(data_dir) if data_dir else None, progress)
+    result = EXPERIMENTS[name].run(ctx)
+    result.settings["quick"] = quick
+    result.notes += ctx.warnings
+    result.write(ctx.out)
+    return result
+
+
+def reproduce_all(*, out: str | Path = "runs/reproduce", **kwargs) -> tuple[list[ExperimentResult], str]:
+    """Run every experiment; writes OUT/summary.md and OUT/summary.csv; returns results and table."""
+    results = [reproduce(name, out=out, **kwargs) for name in EXPERIMENTS]
+    return results, write_summary(results, Path(out))

@@ -1,0 +1,98 @@
+"""condlab reproduce: claims.json, real-data experiments on generated files, summaries."""
+
+import json
+
+import numpy as np
+import pytest
+
+from condlab._cli import main
+from condlab._datasets import write_cifar10, write_mnist
+from condlab.reproduce import EXPERIMENTS, Claim, ExperimentResult, reproduce, write_summary
+
+NAMES = ["fig2", "fig3", "fig4", "fig4-plain", "fig5", "fig6", "evolution", "relu",
+         "simple-target", "mnist"]
+
+
+def test_every_experiment_of_the_documents_is_listed(capsys):
+    assert sorted(EXPERIMENTS) == sorted(NAMES)
+    assert main(["reproduce", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in NAMES)
+
+
+def test_unknown_experiment_is_a_one_line_error(capsys):
+    assert main(["reproduce", "fig9"]) == 2
+    assert "unknown experiment 'fig9'" in capsys.readouterr().err
+
+
+def test_claims_json_schema(tmp_path):
+    reproduce("simple-target", seeds=[0, 1], quick=True, out=tmp_path)
+    data = json.loads((tmp_path / "simple-target" / "claims.json").read_text())
+    for key in ("experiment", "seeds", "claims", "all_hold", "required_share", "counting_thresholds",
+                "settings", "choices", "figures", "provenance"):
+        assert key in data, key
+    assert data["seeds"] == [0, 1] and data["counting_thresholds"]["cos_threshold"] == 0.95
+    (claim,) = data["claims"]
+    assert set(claim) >= {"id", "statement", "expected", "measured", "holds"}
+    assert len(claim["measured"]["lines"]) == 2 and len(claim["passed_per_seed"]) == 2
+    assert claim["holds"] == (sum(claim["passed_per_seed"]) / 2 >= data["required_share"])
+    assert (tmp_path / "simple-target" / "simple-target.png").is_file()
+    assert (tmp_path / "simple-target" / "runs" / "x2tanh" / "seed1" / "meta.json").is_file()
+
+
+def test_a_claim_holds_on_the_stated_share_of_seeds():
+    claim = Claim("x", "s", {"lines": 1})
+    for ok in (True, False, False):
+        claim.record(ok, lines=1 if ok else 2)
+    assert not claim.holds and claim.share == pytest.approx(1 / 3)
+    claim.record(True, lines=1)
+    assert claim.holds and claim.measured["lines"] == [1, 2, 2, 1]
+
+
+def test_mnist_runs_on_idx_files(tmp_path):
+    rng = np.random.default_rng(0)
+    write_mnist(tmp_path / "data", (rng.random((120, 28, 28)) * 255).astype(np.uint8),
+                rng.integers(0, 10, 120))
+    result = reproduce("mnist", seeds=[0], quick=True, out=tmp_path / "out", data_dir=tmp_path / "data")
+    assert result.settings["source"] == "mnist"
+    assert not any("STAND-IN" in n for n in result.notes)
+    assert len(result.claims[0].measured["lines"]) == 1
+
+
+def test_mnist_without_files_uses_the_labelled_digits_standin(tmp_path, monkeypatch):
+    monkeypatch.delenv("CONDLAB_DATA", raising=False)
+    result = reproduce("mnist", seeds=[0], quick=True, out=tmp_path)
+    assert result.settings["source"] == "digits"
+    assert any(n.startswith("STAND-IN") for n in result.notes)
+    saved = json.loads((tmp_path / "mnist" / "claims.json").read_text())
+    assert saved["settings"]["source"] == "digits"
+
+
+def test_fig2_runs_on_cifar_files(tmp_path):
+    rng = np.random.default_rng(0)
+    write_cifar10(tmp_path / "data", (rng.random((40, 3, 32, 32)) * 255).astype(np.uint8),
+                  rng.integers(0, 10, 40))
+    result = reproduce("fig2", seeds=[0], quick=True, out=tmp_path / "out", data_dir=tmp_path / "data")
+    assert result.status == "ran"
+    assert [c.id for c in result.claims] == ["fig2/tanh/fc1", "fig2/sigmoid/fc1", "fig2/softplus/fc1",
+                                             "fig2/xtanh/fc1"]
+    gap = result.settings["fast_path_gap"]
+    assert gap["conv_weight_relative_change"] < 1e-3     # lr 3e-8: the conv part barely moves
+    assert (tmp_path / "out" / "fig2" / "fig2.png").is_file()
+
+
+def test_fig2_without_cifar_is_not_run_and_says_what_is_missing(tmp_path, monkeypatch):
+    monkeypatch.delenv("CONDLAB_DATA", raising=False)
+    result = reproduce("fig2", seeds=[0], quick=True, out=tmp_path, data_dir=tmp_path)
+    assert result.status == "not run" and not result.all_hold
+    assert "cifar-10-batches-py" in result.notes[0] or "data_batch_1" in result.notes[0]
+
+
+def test_summary_table_markdown_and_csv(tmp_path):
+    a = ExperimentResult("e1", "src", [0])
+    a.claim("e1/x", "x", lines=1).record(True, lines=1)
+    b = ExperimentResult("e2", "src", [0], status="not run", notes=["NOT RUN: no files"])
+    table = write_summary([a, b], tmp_path)
+    assert "| e1 | e1/x | lines=1 | lines=[1] | 1/1 | holds |" in table
+    assert "NOT RUN" in table
+    assert (tmp_path / "summary.csv").read_text().startswith("experiment,claim,expected")
