@@ -81,7 +81,7 @@ def _all_figures(rng: np.random.Generator, W: np.ndarray) -> dict[str, Figure]:
 def test_public_api() -> None:
     assert sorted(cp.__all__) == sorted(
         ["analysis_figures", "cosine_heatmap", "cosine_panels", "direction_field_plot", "polyfit_plot",
-         "loss_plot",
+         "loss_plot", "panel_row",
          "trajectories_plot", "save_figure"]
     )
 

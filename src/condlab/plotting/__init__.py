@@ -19,7 +19,7 @@ from ._analysis import analysis_figures
 from ._curves import loss_plot, polyfit_plot
 from ._dynamics import direction_field_plot, trajectories_plot
 from ._heatmaps import cosine_heatmap, cosine_panels
-from ._style import save_figure
+from ._style import panel_row, save_figure
 
 __all__ = [
     "analysis_figures",
@@ -27,6 +27,7 @@ __all__ = [
     "cosine_panels",
     "direction_field_plot",
     "loss_plot",
+    "panel_row",
     "polyfit_plot",
     "save_figure",
     "trajectories_plot",

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from numpy.polynomial import polynomial as P
 
 from ._inputs import as_vector
-from ._style import new_figure, styled
+from ._style import figure_and_axes, new_figure, styled
 
 INITIAL_STAGE_FRACTION = 0.7
 NET_COLOR = "tab:blue"
@@ -51,15 +51,18 @@ def polyfit_plot(
     x_train: np.ndarray | None = None,
     y_train: np.ndarray | None = None,
     title: str = "",
+    ax: Axes | None = None,
 ) -> Figure:
-    """Network output (blue), training data (green) and polynomial fits (red dashed), as in Fig. 5."""
+    """Network output (blue), training data (green) and polynomial fits (red dashed), as in Fig. 5.
+
+    With `ax`, draws into that panel (legend inside it) and returns its figure.
+    """
     x, y = as_vector(x_test, "x_test"), as_vector(y_net, "y_net")
     if x.shape != y.shape:
         raise ValueError(f"x_test and y_net differ in length: {x.shape} vs {y.shape}")
     s = np.argsort(x, kind="stable")
     x, y = x[s], y[s]
-    fig = new_figure(3.6, 3.4)
-    ax = fig.add_subplot()
+    fig, ax, own = figure_and_axes(ax, 3.6, 3.4)
     ax.plot(x, y, color=NET_COLOR, lw=1.8, label="network output", zorder=2)
     if x_train is not None and y_train is not None:
         xt, yt = as_vector(x_train, "x_train"), as_vector(y_train, "y_train")
@@ -74,7 +77,10 @@ def polyfit_plot(
     ax.set_xlabel("x")
     ax.set_ylabel("output")
     ax.margins(x=0.02)
-    fig.legend(loc="outside lower center", ncols=2, handlelength=2.6, columnspacing=1.2)
+    if own:
+        fig.legend(loc="outside lower center", ncols=2, handlelength=2.6, columnspacing=1.2)
+    else:
+        ax.legend(fontsize="small", handlelength=2.2)
     if title:
         ax.set_title(title)
     return fig

@@ -11,7 +11,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from ._inputs import as_array, as_pairs, as_vector
-from ._style import new_figure, styled
+from ._style import figure_and_axes, new_figure, styled
 
 FIELD_COLOR = "0.45"
 LINE_COLOR = "tab:purple"
@@ -83,8 +83,12 @@ def direction_field_plot(
     velocities: np.ndarray | None = None,
     stable_lines: np.ndarray | None = None,
     title: str = "",
+    ax: Axes | None = None,
 ) -> Figure:
-    """Direction field of the input weight (w, b), stable lines, neurons and velocities: Fig. 6."""
+    """Direction field of the input weight (w, b), stable lines, neurons and velocities: Fig. 6.
+
+    With `ax`, draws into that panel (legend inside it) and returns its figure.
+    """
     named = (("W_grid", W_grid), ("B_grid", B_grid), ("dW", dW), ("dB", dB))
     Wg, Bg, U, V = (as_array(a, name, 2) for name, a in named)
     if not Wg.shape == Bg.shape == U.shape == V.shape:
@@ -94,8 +98,7 @@ def direction_field_plot(
     Wn = None if weights is None else as_pairs(weights, "weights")
     step = _grid_step(Wg, Bg)
     lim = _limits(Wg, Bg, Wn, step)
-    fig = new_figure(3.8, 4.1)
-    ax = fig.add_subplot()
+    fig, ax, own = figure_and_axes(ax, 3.8, 4.1)
     Un, Vn = _unit(U, V)
     ax.quiver(Wg, Bg, Un, Vn, color=FIELD_COLOR, angles="xy", scale_units="xy", scale=1 / (0.7 * step),
               width=0.004, headwidth=3.5, headlength=4, headaxislength=3.5, pivot="mid", zorder=1)
@@ -110,8 +113,10 @@ def direction_field_plot(
     ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
     ax.set_xlabel("w")
     ax.set_ylabel("b")
-    if ax.get_legend_handles_labels()[0]:
+    if ax.get_legend_handles_labels()[0] and own:
         fig.legend(loc="outside lower center", ncols=3, handlelength=1.6, columnspacing=1.0)
+    elif ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small", loc="lower left")
     if title:
         ax.set_title(title)
     return fig

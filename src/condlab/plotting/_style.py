@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import matplotlib as mpl
+import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure, SubFigure
 
@@ -59,6 +60,20 @@ def styled(func: Callable[P, R]) -> Callable[P, R]:
 def new_figure(width: float, height: float) -> Figure:
     """A fresh, unmanaged Figure (inches) with constrained layout."""
     return Figure(figsize=(width, height), layout="constrained")
+
+
+def figure_and_axes(ax: Axes | None, width: float, height: float) -> tuple[Figure, Axes, bool]:
+    """A new single-panel figure, or the figure of a given panel; the flag says which."""
+    if ax is None:
+        fig = new_figure(width, height)
+        return fig, fig.add_subplot(), True
+    return root_figure(ax), ax, False
+
+
+def panel_row(count: int, width: float, height: float) -> tuple[Figure, list[Axes]]:
+    """A figure with `count` panels side by side, for the paper's (a), (b), (c) layouts."""
+    fig = new_figure(width * count, height)
+    return fig, list(np.atleast_1d(fig.subplots(1, count)))
 
 
 def root_figure(ax: Axes) -> Figure:

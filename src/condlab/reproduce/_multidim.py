@@ -15,7 +15,6 @@ from ..plotting import cosine_panels
 from ._claims import ExperimentResult
 from ._context import Context
 
-LETTERS = "abcdefgh"
 FIG3 = [("tanh", 1), ("xtanh", 2), ("x2tanh", 3), ("sigmoid", 1), ("softplus", 1)]
 FIG4 = [("x2tanh", 3, 1000), ("xtanh", 2, 900), ("sigmoid", 1, 900), ("tanh", 1, 1400), ("softplus", 1, 1400)]
 
@@ -40,7 +39,7 @@ def fig3(ctx: Context) -> ExperimentResult:
                     "target": "sum_k 3.5 sin(5 x_k + 1)", "epoch": 100, "optimizer": "adam",
                     "lr": {"tanh": 1e-3, "xtanh": 1e-3, "x2tanh": 1e-3, "sigmoid": 8e-4, "softplus": 2.5e-4}}
     panels = []
-    for letter, (act, lines) in zip(LETTERS, FIG3, strict=False):
+    for act, lines in FIG3:
         name = "fig3" if act == "tanh" else f"fig3-{act}"
         runs = ctx.train(preset(name), act, "train.epochs=100", "train.snapshots=every:10")
         claim = res.claim(f"fig3/{act}/layer1", f"{act}: input weights condense on {lines} "
@@ -52,7 +51,7 @@ def fig3(ctx: Context) -> ExperimentResult:
             _record_lines(claim, report, lines)
             bound.record(report.orientations.n_lines <= lines, lines=report.orientations.n_lines)
         W = runs[0].layer("layer1", 100)
-        panels.append((f"({letter}) {act}", W, cosine_order(W)))
+        panels.append((act, W, cosine_order(W)))
     ctx.save(res, cosine_panels(panels, suptitle="Fig. 3: D(u, v) at epoch 100"), "fig3")
     return res
 
@@ -74,7 +73,7 @@ def _fig4(ctx: Context, name: str) -> ExperimentResult:
         for run in runs:
             _record_lines(claim, analyze_layer(run, k, epoch, replay=not ctx.quick), lines)
         W = runs[0].layer(f"layer{k + 1}", epoch)
-        panels.append((f"({LETTERS[k]}) layer {k + 1}: {act}, epoch {epoch}", W, cosine_order(W)))
+        panels.append((f"layer {k + 1}: {act}, epoch {epoch}", W, cosine_order(W)))
     ctx.save(res, cosine_panels(panels, suptitle=f"{name}: D(u, v) per hidden layer"), name)
     return res
 

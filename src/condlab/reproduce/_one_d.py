@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import preset
 from ..analysis import analyze_run, cosine_order, count_orientations, line_angles
-from ..plotting import cosine_panels, direction_field_plot, polyfit_plot
+from ..plotting import cosine_panels, direction_field_plot, panel_row, polyfit_plot
 from ._claims import ExperimentResult
 from ._context import Context
 
@@ -26,7 +26,8 @@ def fig5(ctx: Context) -> ExperimentResult:
     res.choices.append("'close to a degree-p polynomial' is measured as 1 - R^2 <= 0.01 for the "
                        "degree-p least-squares fit on 200 test points, and, for p > 1, degree p - 1 "
                        "leaving at least 10x more variance unexplained")
-    for act, p in FIG5:
+    fig, axes = panel_row(len(FIG5), 3.4, 3.6)
+    for ax, letter, (act, p) in zip(axes, "abc", FIG5, strict=True):
         runs = ctx.train(preset(_preset(act)), act, "train.snapshots=[0,1000]")
         claim = res.claim(f"fig5/{act}/output", f"{act}: the output at epoch 1000 is close to a "
                           f"polynomial of degree {p}", degree=p, max_unexplained=0.01)
@@ -36,11 +37,11 @@ def fig5(ctx: Context) -> ExperimentResult:
             ok = 1 - r2[p] <= 0.01 and (p == 1 or 1 - r2[p - 1] >= 10 * (1 - r2[p]))
             claim.record(ok, r2_by_degree={d: round(v, 6) for d, v in r2.items()})
             if run is runs[0]:
-                fits = [(f.degree, f.coefficients, f.r2) for f in analysis.polyfits if f.degree <= p]
-                fig = polyfit_plot(analysis.arrays["test_x"], analysis.arrays["test_y"], fits,
-                                   x_train=run.x[:, 0], y_train=run.y[:, 0],
-                                   title=f"{act}: output at epoch 1000")
-                ctx.save(res, fig, f"fig5_{act}")
+                fits = [(f.degree, f.coefficients, f.r2) for f in analysis.polyfits if f.degree == p]
+                polyfit_plot(analysis.arrays["test_x"], analysis.arrays["test_y"], fits,
+                             x_train=run.x[:, 0], y_train=run.y[:, 0], ax=ax,
+                             title=f"({letter}) {act}, epoch 1000")
+    ctx.save(res, fig, "fig5")
     return res
 
 
@@ -50,7 +51,8 @@ def fig6(ctx: Context) -> ExperimentResult:
     res.settings = {**SETTINGS, "epoch": 200}
     res.choices.append("a stable line attracts neurons of either sign of the output weight (Fig. 6 "
                        "draws the field for w'/a); neurons 'lie on' a line within 10 degrees")
-    for act, p in FIG5:
+    fig, axes = panel_row(len(FIG5), 3.6, 4.0)
+    for ax, letter, (act, p) in zip(axes, "abc", FIG5, strict=True):
         runs = ctx.train(preset(_preset(act)), act, "train.epochs=200", "train.snapshots=every:10")
         field = res.claim(f"fig6/{act}/field", f"{act}: the field has {p} stable line(s) around the "
                           "origin at epoch 200", stable_lines=p)
@@ -67,10 +69,10 @@ def fig6(ctx: Context) -> ExperimentResult:
                            angles_deg=[round(a, 1) for a in angles])
             if run is runs[0]:
                 a = analysis.arrays
-                fig = direction_field_plot(a["field_w"], a["field_b"], a["field_dw"], a["field_db"],
-                                           weights=a["weights"], velocities=a["velocities"],
-                                           stable_lines=stable, title=f"{act}: field at epoch 200")
-                ctx.save(res, fig, f"fig6_{act}")
+                direction_field_plot(a["field_w"], a["field_b"], a["field_dw"], a["field_db"],
+                                     weights=a["weights"], velocities=a["velocities"],
+                                     stable_lines=stable, title=f"({letter}) {act}, epoch 200", ax=ax)
+    ctx.save(res, fig, "fig6")
     return res
 
 
