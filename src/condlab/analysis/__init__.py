@@ -16,7 +16,7 @@ from ._fields import (
 )
 from ._orientations import Cluster, Orientations, count_orientations
 from ._replay import History, replay_neurons
-from ._report import LayerReport, analyze_layer, default_epoch, layer_history
+from ._report import LayerReport, analyze_layer, default_epoch, layer_history, run_history
 from ._run import RunAnalysis, analyze_run
 from ._theory import (
                       Prediction,
@@ -34,7 +34,7 @@ __all__ = [
     "Cluster", "History", "LayerReport", "Orientations", "PolyFit", "Prediction", "RunAnalysis",
     "abs_cosine_neighbors", "analyze_layer", "analyze_run", "cosine_matrix", "cosine_order",
     "count_orientations", "default_epoch", "direction_field", "flow_for_optimizer", "flow_lines",
-    "layer_history", "line_angles", "match_report", "orientation_trajectories", "p1_line",
+    "layer_history", "line_angles", "run_history", "match_report", "orientation_trajectories", "p1_line",
     "p2_lines", "polynomial_fits", "predict_lines", "replay_neurons", "roots_1d",
     "stable_lines_2d", "velocities",
 ]

@@ -69,18 +69,28 @@ def _mean(values: list[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def layer_history(run: Run, layer: int, until: int) -> History:
-    """Layer inputs and residuals at every recorded epoch <= until (from the snapshots)."""
+def run_history(run: Run, until: int) -> list[History]:
+    """Per hidden layer: its inputs and the residuals at every recorded epoch <= until.
+
+    One forward pass per snapshot serves every layer (the snapshots hold all weights).
+    """
     x, y = torch.as_tensor(run.x), torch.as_tensor(run.y)
     epochs = [int(e) for e in run.epochs if e <= until]
-    inputs, residuals = [], []
+    inputs: list[list[np.ndarray]] = [[] for _ in range(run.config.model.depth)]
+    residuals = []
     with torch.no_grad():
         for epoch in epochs:
             net = run.network(epoch)
             hidden = net.hidden(x)
-            inputs.append(hidden[layer].numpy())
+            for k, layer_inputs in enumerate(inputs):
+                layer_inputs.append(hidden[k].numpy())
             residuals.append((hidden[-1] @ net.layers[-1].T - y).sum(1).numpy())
-    return History(np.array(epochs), np.stack(inputs), np.stack(residuals))
+    return [History(np.array(epochs), np.stack(layer), np.stack(residuals)) for layer in inputs]
+
+
+def layer_history(run: Run, layer: int, until: int) -> History:
+    """Layer inputs and residuals at every recorded epoch <= until (from the snapshots)."""
+    return run_history(run, until)[layer]
 
 
 def default_epoch(run: Run) -> int:
@@ -91,10 +101,12 @@ def default_epoch(run: Run) -> int:
 
 
 def analyze_layer(run: Run, layer: int, epoch: int, *, replay: bool = True, predict: bool = True,
-                  count_kwargs: dict | None = None, seed: int = 0) -> LayerReport:
+                  count_kwargs: dict | None = None, seed: int = 0,
+                  history: History | None = None) -> LayerReport:
     """Measure and predict the condensation of hidden layer `layer` (0-based) at `epoch`.
 
-    `predict=False` only measures; `replay=False` skips the (slower) leading-order replay.
+    `predict=False` only measures; `replay=False` skips the (slower) leading-order replay;
+    `history` (from ``run_history``) saves recomputing the layer's inputs.
     """
     name = f"layer{layer + 1}"
     act = run.architecture.activations[layer]
@@ -105,7 +117,7 @@ def analyze_layer(run: Run, layer: int, epoch: int, *, replay: bool = True, pred
     if not predict:
         return report
     measured = np.array([c.mean for c in orientations.lines])
-    history = layer_history(run, layer, epoch)
+    history = history if history is not None else layer_history(run, layer, epoch)
     p, coef = act.multiplicity, act.leading_coefficient
     at = {"snapshot": -1, "init": 0}
     for key, flow, when in [("gradient@snapshot", "gradient", "snapshot"),

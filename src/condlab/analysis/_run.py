@@ -24,7 +24,7 @@ from ._fields import (
     stable_lines_2d,
     velocities,
 )
-from ._report import LayerReport, analyze_layer, default_epoch, layer_history
+from ._report import LayerReport, analyze_layer, default_epoch, layer_history, run_history
 
 TEST_POINTS = 200
 
@@ -68,8 +68,9 @@ def analyze_run(run: Run, epoch: int | None = None, layers: list[int] | None = N
     bad = [k for k in chosen if not 0 <= k < depth]
     if bad:
         raise ValueError(f"layer {bad[0] + 1} does not exist: this run has layers 1..{depth}")
-    reports = [analyze_layer(run, k, epoch, replay=replay, predict=predict, count_kwargs=count_kwargs)
-               for k in chosen]
+    histories = run_history(run, epoch) if predict else [None] * depth
+    reports = [analyze_layer(run, k, epoch, replay=replay, predict=predict, count_kwargs=count_kwargs,
+                             history=histories[k]) for k in chosen]
     result = RunAnalysis(str(run.path) if run.path else "", epoch, run.config.train.optimizer, reports)
     for report in reports:
         result.arrays[f"order_{report.layer}"] = cosine_order(run.layer(report.layer, epoch),
