@@ -19,7 +19,8 @@ from torch import nn
 
 import condlab
 from condlab._models import Architecture, BatchedNet, init_weights
-from condlab._training import RunSpec, train_batch
+from condlab._records import RunSpec
+from condlab._training import train_batch
 
 
 def loop_one(arch: Architecture, weights, x, y, lr: float, epochs: int) -> None:

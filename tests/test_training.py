@@ -7,7 +7,8 @@ from torch import nn
 
 import condlab
 from condlab._models import Architecture, BatchedNet, init_weights
-from condlab._training import RunSpec, TrainingWarning, initial_stage_end, train_batch
+from condlab._records import RunSpec
+from condlab._training import TrainingWarning, initial_stage_end, train_batch
 
 STEPS = 50
 

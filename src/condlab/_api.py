@@ -16,8 +16,8 @@ from ._config import Config, ConfigError, snapshot_epochs
 from ._data import make_dataset
 from ._io import atomic_write_json, provenance
 from ._models import Architecture, BatchedNet, init_weights
-from ._records import Run, RunResult, write_run
-from ._training import BatchOutcome, RunSpec, initial_stage_end, train_batch
+from ._records import Run, RunResult, RunSpec, write_run
+from ._training import BatchOutcome, initial_stage_end, train_batch
 
 
 def resolve_device(name: str) -> torch.device:

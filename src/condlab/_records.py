@@ -25,9 +25,17 @@ import torch
 from ._config import Config
 from ._io import atomic_write_json, atomic_write_npz, atomic_write_text
 from ._models import Architecture, FCNet
-from ._training import RunSpec
 
 STATUSES = ("complete", "diverged", "interrupted")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What distinguishes one run of a batch from the others."""
+
+    seed: int
+    init_std: float
+    lr: float
 
 
 @dataclass

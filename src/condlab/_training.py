@@ -22,21 +22,13 @@ import numpy as np
 import torch
 
 from ._models import BatchedNet, augment
+from ._records import RunSpec
 
 DIVERGENCE_CHECK_EVERY = 50
 
 
 class TrainingWarning(UserWarning):
     """A run is set up in a way that silently changes what the optimizer does."""
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """What distinguishes one run of a batch from the others."""
-
-    seed: int
-    init_std: float
-    lr: float
 
 
 @dataclass
