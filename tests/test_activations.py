@@ -112,7 +112,11 @@ def test_kink_in_a_higher_derivative_is_reported_with_its_order():
         ("x**2 + relu(x)**3", 2, ""),  # a kink in the third derivative does not matter for p = 2
         ("relu(x)/x", None, "not continuous at 0: left limit 0, right limit 1"),  # a jump in σ
         ("sin(x)/x", 2, ""),  # removable singularity: found by the limit fallback
-        ("2", None, "all derivatives up to order 12 vanish at 0"),  # constant
+        ("2", None, "a constant: every derivative vanishes"),
+        ("x**13", 13, ""),  # above the old search limit of 12
+        ("x**33", None, "all derivatives up to order 32 vanish at 0"),
+        ("1/x", None, "not finite at 0: the function has a pole there"),
+        ("sqrt(x)", None, "not differentiable at 0: a fractional power of a quantity that vanishes there"),
     ],
 )
 def test_multiplicity_edge_cases(text, p, note):
@@ -126,6 +130,20 @@ def test_all_vanishing_derivatives_give_undefined():
         None,
         "all derivatives up to order 5 vanish at 0",
     )
+
+
+def test_multiplicity_of_deep_nesting_is_bounded():
+    # 44 characters that took minutes by repeated symbolic differentiation; the Taylor method
+    # is O(nodes x order^2). No timing is asserted: the value shows the series went deep enough.
+    assert multiplicity(parse_expression("tanh(tanh(tanh(tanh(tanh(tanh(x))))))**7")) == (7, 5040.0, "")
+
+
+def test_nesting_depth_is_limited_with_a_message():
+    assert get_activation("-" * 99 + "x").multiplicity == 1
+    for text in ("-" * 1999 + "x", "tanh(" * 101 + "x" + ")" * 101):
+        with pytest.raises(ValueError, match="nested deeper than 100 levels") as info:
+            get_activation(text)
+        assert len(str(info.value)) < 400
 
 
 def test_multiplicity_is_cached():

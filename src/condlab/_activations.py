@@ -8,8 +8,8 @@ Training" (NeurIPS 2022), Definition 1: an activation σ has *multiplicity* p if
 At small initialisation the input weights condense onto at most 2p directions, so p
 is the number this module exists for. Convention: p is *undefined* (None) when σ, or
 one of the derivatives on the way to p, is not differentiable at 0 (relu, leaky_relu:
-the one-sided derivatives differ), or when every derivative we check vanishes at 0.
-The `note` field of an Activation then says which.
+the one-sided derivatives differ), when σ is not finite or constant, or when every
+derivative up to order 32 vanishes at 0. The `note` field of an Activation then says which.
 
 Every built-in carries a sympy expression and its p is computed from it, never typed
 in. Expressions typed by users are parsed by a whitelist walk over Python's `ast`,
@@ -27,7 +27,8 @@ import sympy as sp
 import torch
 import torch.nn.functional as F
 
-from ._expressions import _ParseError, _softplus, expression_to_torch, parse_expression
+from ._expressions import _ParseError, _softplus, shorten, expression_to_torch, parse_expression
+from ._taylor import MAX_ORDER, _what, taylor_multiplicity
 
 Tensor = torch.Tensor
 TensorFn = Callable[[Tensor], Tensor]
@@ -83,68 +84,20 @@ def _autograd_grad(fn: TensorFn) -> TensorFn:
 # -----------------------------------------------------------------------------
 # multiplicity: symbolic for expressions, numeric for plain callables
 
-_NONSMOOTH = (sp.Heaviside, sp.Max, sp.Min, sp.Abs, sp.Piecewise, sp.sign, sp.DiracDelta)
-_T = sp.Symbol("t", positive=True)
-
-
-def _what(s: int) -> str:
-    return "not differentiable" if s == 1 else f"derivative of order {s - 1} is not differentiable"
-
-
-def _is_finite_real(v: sp.Expr) -> bool:
-    # is_comparable rules out nan, complex values and AccumBounds (a limit that oscillates)
-    return bool(v.is_comparable) and bool(v.is_finite)
-
-
-def _one_sided(d: sp.Expr, x: sp.Symbol, side: int) -> sp.Expr:
-    # x = ±t with t > 0 lets sympy resolve Heaviside/Max/Abs/sign on that side by itself;
-    # what remains is usually smooth in t, so t = 0 works and `limit` is the slow fallback.
-    e = d.subs(x, side * _T)
-    v = sp.nan if e.has(*_NONSMOOTH) else e.subs(_T, 0)
-    if not _is_finite_real(v):
-        try:
-            v = sp.limit(e, _T, 0, "+")
-        except (NotImplementedError, ValueError):
-            v = sp.nan
-    return v
-
-
-def _sides(d: sp.Expr, x: sp.Symbol) -> tuple[sp.Expr, sp.Expr, bool]:
-    # the one-sided limits at 0 and whether they are finite and equal
-    left, right = _one_sided(d, x, -1), _one_sided(d, x, +1)
-    same = _is_finite_real(left) and _is_finite_real(right) and sp.simplify(left - right) == 0
-    return left, right, same
-
-
 @functools.lru_cache(maxsize=512)
-def multiplicity(expr: sp.Expr, max_order: int = 12) -> Multiplicity:
-    """Multiplicity p of σ = expr at 0 (Definition 1) as (p, σ^(p)(0), note); None if undefined."""
+def multiplicity(expr: sp.Expr, max_order: int = MAX_ORDER) -> Multiplicity:
+    """Multiplicity p of σ = expr at 0 (Definition 1) as (p, σ^(p)(0), note); None if undefined.
+
+    Computed from truncated one-sided Taylor series (condlab._taylor): bounded work for any
+    expression the parser accepts, derivatives checked up to `max_order`.
+    """
     free = sorted(expr.free_symbols, key=str)
     if len(free) > 1:
         raise ValueError(f"an activation is a function of x alone, got {expr}")
     if not free:
-        return None, None, f"all derivatives up to order {max_order} vanish at 0"
-    x = sp.Symbol(free[0].name, real=True)  # so that d|x|/dx is sign(x), not a complex mess
-    expr = expr.xreplace({free[0]: x})
-    smooth = not expr.has(*_NONSMOOTH)
-    if not smooth:  # a jump in σ itself (x + Heaviside(x)) hides behind equal derivatives
-        left, right, same = _sides(expr, x)
-        if not same:
-            return None, None, f"not continuous at 0: left limit {left}, right limit {right}"
-    d = expr
-    for s in range(1, max_order + 1):
-        d = sp.diff(d, x)
-        value = d.subs(x, 0) if smooth else sp.nan
-        if not _is_finite_real(value):
-            # σ^(s-1) is continuous at 0, so equal finite one-sided limits of σ^(s) are σ^(s)(0)
-            left, right, same = _sides(d, x)
-            if not same:
-                sides = f"left derivative {left}, right derivative {right}"
-                return None, None, f"{_what(s)} at 0: {sides}"
-            value = left
-        if not sp.simplify(value).is_zero:
-            return s, float(value), ""
-    return None, None, f"all derivatives up to order {max_order} vanish at 0"
+        return None, None, "a constant: every derivative vanishes"
+    x = sp.Symbol(free[0].name, real=True)
+    return taylor_multiplicity(expr.xreplace({free[0]: x}), x, max_order)
 
 
 def multiplicity_numeric(fn: TensorFn, max_order: int = 8, tol: float = 1e-6) -> Multiplicity:
@@ -279,8 +232,8 @@ def get_activation(spec: str | Activation) -> Activation:
             "or give an expression in x such as 'x**3*tanh(x)'"
         )
         if spec.strip().isidentifier():  # looks like a misspelt name, not a formula
-            raise ValueError(f"unknown activation {spec!r}: {hint}") from None
-        raise ValueError(f"invalid activation {spec!r}: {err.reason}; {hint}") from None
+            raise ValueError(f"unknown activation {shorten(spec)!r}: {hint}") from None
+        raise ValueError(f"invalid activation {shorten(spec)!r}: {err.reason}; {hint}") from None
 
 
 def list_activations() -> list[Activation]:

@@ -33,6 +33,7 @@ _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Div: operator.truediv, ast.Pow: operator.pow}  # fmt: skip
 _MAX_LENGTH = 2000  # a formula, not a program; also bounds the work sympy can be made to do
 _MAX_POWER_BITS = 100_000  # refuse 9**9**9-style constants that would take ages to compute
+_MAX_DEPTH = 100  # nesting levels: keeps every recursive walk (ours, sympy's) far from Python's limit
 
 
 class _ParseError(ValueError):
@@ -51,6 +52,10 @@ def parse_expression(text: str, variables: Sequence[str] = ("x",)) -> sp.Expr:
             tree = ast.parse(text.strip(), mode="eval")
         except SyntaxError as err:
             raise _ParseError(f"invalid syntax ({err.msg})") from None
+        except (RecursionError, MemoryError):
+            raise _ParseError(f"nested deeper than {_MAX_DEPTH} levels") from None
+        if _depth(tree.body) > _MAX_DEPTH:
+            raise _ParseError(f"nested deeper than {_MAX_DEPTH} levels")
         expr = _to_sympy(tree.body, symbols)
         if expr.has(sp.zoo, sp.nan, sp.oo, -sp.oo):
             raise _ParseError("the expression is infinite or undefined (division by zero?)")
@@ -59,9 +64,25 @@ def parse_expression(text: str, variables: Sequence[str] = ("x",)) -> sp.Expr:
             f"allowed are numbers, variables {', '.join(variables)}, constants pi and e, "
             f"+ - * / **, and functions {', '.join(sorted(_FUNCTIONS))}"
         )
-        message = f"cannot parse expression {text!r}: {err.reason}; {allowed}"
+        message = f"cannot parse expression {shorten(text)!r}: {err.reason}; {allowed}"
         raise _ParseError(message, err.reason) from None
     return expr
+
+
+def shorten(text: object, width: int = 80) -> str:
+    """A long formula cut in the middle, so that an error message stays one readable line."""
+    text = str(text)
+    return text if len(text) <= width else f"{text[:width - 20]}...{text[-12:]} ({len(text)} characters)"
+
+
+def _depth(root: ast.AST) -> int:
+    """Nesting depth of an ast, found without recursion (so a deep tree cannot overflow it)."""
+    deepest, stack = 0, [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + isinstance(child, ast.expr)) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 def _to_sympy(node: ast.AST, symbols: dict[str, sp.Symbol]) -> sp.Expr:
