@@ -7,12 +7,19 @@ BIN = $(VENV)/bin
 
 .PHONY: setup demo demo-all test test-slow bench lint clean
 
+# pip's output (progress, warnings about ignored locations) goes to $(VENV)/pip.log, shown only
+# when a step fails: the first screen of `make demo` is the result, not the installation.
+LOG = $(VENV)/pip.log
+PIP = $(BIN)/pip install --disable-pip-version-check -q
+
 $(BIN)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[dev]"
-	touch $@
+	@echo "setting up $(VENV) (a few minutes the first time; pip's output goes to $(LOG))"
+	@$(PYTHON) -m venv $(VENV)
+	@: > $(LOG)
+	@$(PIP) --upgrade pip >> $(LOG) 2>&1 || { cat $(LOG); exit 1; }
+	@$(PIP) "$(TORCH)" >> $(LOG) 2>&1 || { cat $(LOG); exit 1; }
+	@$(PIP) -e ".[dev]" >> $(LOG) 2>&1 || { cat $(LOG); exit 1; }
+	@touch $@
 
 setup: $(BIN)/.installed
 

@@ -27,7 +27,7 @@ import sympy as sp
 import torch
 import torch.nn.functional as F
 
-from ._expressions import _ParseError, _softplus, shorten, expression_to_torch, parse_expression
+from ._expressions import _ParseError, _softplus, expression_to_torch, parse_expression, shorten
 from ._taylor import MAX_ORDER, _what, taylor_multiplicity
 
 Tensor = torch.Tensor
@@ -234,6 +234,26 @@ def get_activation(spec: str | Activation) -> Activation:
         if spec.strip().isidentifier():  # looks like a misspelt name, not a formula
             raise ValueError(f"unknown activation {shorten(spec)!r}: {hint}") from None
         raise ValueError(f"invalid activation {shorten(spec)!r}: {err.reason}; {hint}") from None
+
+
+def check_trainable(act: Activation) -> None:
+    """Raise a one-line ValueError when a network with `act` cannot train (or starts non-finite).
+
+    Refused: a constant, σ' = 0 at every point of a grid over [-8, 8] (relu(-x**2)), and a σ
+    or σ' that is not finite at 0, where every small-initialization run starts.
+    """
+    if act.expr is not None and not act.expr.free_symbols:
+        raise ValueError(f"activation {shorten(act.name)!r} is a constant: its gradient is zero, "
+                         "so a network with it cannot train")
+    grid = torch.linspace(-8, 8, 1601, dtype=torch.float64)
+    with torch.no_grad():
+        at0 = torch.zeros(1, dtype=torch.float64)
+        if not (torch.isfinite(act.fn(at0)).all() and torch.isfinite(act.grad(at0)).all()):
+            raise ValueError(f"activation {shorten(act.name)!r} or its derivative is not finite at 0, "
+                             "where small-initialization training starts")
+        if not act.grad(grid).abs().gt(0).any():
+            raise ValueError(f"activation {shorten(act.name)!r} has derivative 0 everywhere on [-8, 8]: "
+                             "a network with it cannot train")
 
 
 def list_activations() -> list[Activation]:

@@ -45,10 +45,16 @@ def run_name(cfg: Config, spec: RunSpec) -> str:
     """Directory name of a run: the seed, plus whatever else the batch sweeps."""
     name = f"seed{spec.seed}"
     if len(cfg.model.init_std) > 1:
-        name += f"-std{spec.init_std:g}"
+        name += f"-std{_number(spec.init_std)}"
     if len(cfg.train.lr) > 1:
-        name += f"-lr{spec.lr:g}"
+        name += f"-lr{_number(spec.lr)}"
     return name
+
+
+def _number(value: float) -> str:
+    """Short form (%g) when it names the value exactly, else repr: distinct values, distinct names."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))
 
 
 def _as_config(config: Config | dict | str | Path) -> Config:
@@ -72,10 +78,19 @@ def train(
     Returns the runs in memory either way. `progress` shows a bar (default: when stderr is a
     terminal). Runs that diverge or an interrupted batch are recorded with their status.
     """
+    from ._guards import check_memory, check_writable
+
     cfg = _as_config(config)
     t = cfg.train
     specs = run_specs(cfg)
+    if out is not None:
+        check_writable(Path(out))  # before any training, not after it
+    synthetic = cfg.data.source == "synthetic"
+    if synthetic:  # sizes known before sampling: refuse what cannot fit before allocating it
+        check_memory(cfg, cfg.data.n, cfg.data.d, cfg.model.d_out)
     dataset = make_dataset(cfg.data)
+    if not synthetic:
+        check_memory(cfg, *dataset.x.shape, dataset.y.shape[1])
     if dataset.y.shape[1] != cfg.model.d_out:
         raise ConfigError(f"model.d_out={cfg.model.d_out}, but data.source='{cfg.data.source}' "
                           f"has {dataset.y.shape[1]} outputs: set model.d_out={dataset.y.shape[1]}")

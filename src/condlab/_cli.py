@@ -6,6 +6,7 @@ import argparse
 import datetime as _dt
 import json
 import sys
+import traceback
 import warnings
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import numpy as np
 from ._config import Config, ConfigError
 
 EXIT_BAD_INPUT, EXIT_DIVERGED, EXIT_INTERRUPTED = 2, 3, 130
+EXIT_INTERNAL = 1
 
 
 def _parse_seeds(text: str) -> list[int]:
@@ -69,7 +71,7 @@ def cmd_activations(args: argparse.Namespace) -> int:
     if args.expr:
         act = get_activation(args.expr)
         p = act.multiplicity if act.multiplicity is not None else "undefined"
-        rows = [{"name": act.name, "formula": act.formula, "p": p}]
+        rows = [{"name": act.name, "formula": act.formula, "p": p, "note": act.note}]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -77,7 +79,8 @@ def cmd_activations(args: argparse.Namespace) -> int:
     fwidth = max(len(r["formula"]) for r in rows)
     print(f"{'name':<{width}}  {'formula':<{fwidth}}  p")
     for r in rows:
-        print(f"{r['name']:<{width}}  {r['formula']:<{fwidth}}  {r['p']}")
+        why = f" ({r['note']})" if r.get("note") else ""
+        print(f"{r['name']:<{width}}  {r['formula']:<{fwidth}}  {r['p']}{why}")
     return 0
 
 
@@ -99,11 +102,16 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from ._api import train
+    from ._guards import check_fresh_out, fresh_dir, remove_stale_runs
 
     cfg = _load_config(args)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out) if args.out else Path("runs") / f"{cfg.name}-{stamp}"
+    out = Path(args.out) if args.out else fresh_dir(Path("runs") / f"{cfg.name}-{stamp}")
+    if not getattr(args, "resume", None):
+        check_fresh_out(out, args.overwrite)
     result = train(cfg, out=out, progress=not args.no_progress and sys.stderr.isatty())
+    if args.overwrite:
+        remove_stale_runs(out, {run.path.name for run in result.runs})
     if args.json:
         print((out / "batch.json").read_text())
     else:
@@ -120,34 +128,51 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _run_dirs(path: Path) -> list[Path]:
     """A run directory, or every run of a batch directory (one with batch.json)."""
+    from ._guards import read_json
+
+    if not path.is_dir():
+        raise ConfigError(f"'{path}' is not a folder: give a run folder or a batch folder "
+                          "written by `condlab train`")
     if (path / "batch.json").is_file():
-        batch = json.loads((path / "batch.json").read_text())
-        return [path / r["dir"] for r in batch["runs"]]
+        batch = read_json(path / "batch.json")
+        try:
+            return [path / r["dir"] for r in batch["runs"]]
+        except (KeyError, TypeError):
+            raise ConfigError(f"'{path / 'batch.json'}' does not list runs: the file is corrupt") from None
     return [path]
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    from ._guards import check_count_options, user_message
     from ._records import load_run
     from .analysis import analyze_run
 
+    check_count_options(args.cos_threshold, args.amplitude_ratio, args.min_share)
     counting = {k: v for k, v in (("cos_threshold", args.cos_threshold),
                                   ("amplitude_ratio", args.amplitude_ratio),
                                   ("min_share", args.min_share)) if v is not None}
     layers = None if args.layer is None else [k - 1 for k in args.layer]
-    results = []
+    results, failed = [], 0
     for run_dir in _run_dirs(Path(args.path)):
-        run = load_run(run_dir)
-        analysis = analyze_run(run, args.epoch, layers, replay=not args.no_replay,
-                               count_kwargs=counting)
+        try:  # one corrupt run of a batch is reported; the others are analysed
+            run = load_run(run_dir)
+            analysis = analyze_run(run, args.epoch, layers, replay=not args.no_replay,
+                                   count_kwargs=counting)
+        except Exception as err:
+            if user_message(err) is None:
+                raise
+            print(f"condlab: error: {run_dir.name}: {user_message(err)}", file=sys.stderr)
+            failed += 1
+            continue
         out = Path(args.out) / run_dir.name if args.out else run_dir / "analysis" / f"epoch{analysis.epoch}"
         analysis.write(out)
         figures = [] if args.no_figures else _figures(run, analysis, out)
         results.append(analysis.to_dict() | {"figures": [str(f) for f in figures], "out": str(out)})
         if not args.json:
             _print_analysis(analysis, out, figures)
-    if args.json:
+    if args.json and results:
         print(json.dumps(results if len(results) > 1 else results[0], indent=2))
-    return 0
+    return EXIT_BAD_INPUT if failed else 0
 
 
 def _figures(run, analysis, out: Path) -> list[Path]:
@@ -159,6 +184,8 @@ def _figures(run, analysis, out: Path) -> list[Path]:
 def _print_analysis(analysis, out: Path, figures: list[Path]) -> None:
     keys = ["gradient@snapshot", "gradient@init", "sign@init", "replay"]
     print(f"{analysis.run}  epoch {analysis.epoch}  (optimizer {analysis.optimizer})")
+    if analysis.divergence:
+        print(f"  WARNING: {analysis.divergence}")
     print(f"  {'layer':<7} {'activation':<10} {'p':>2} {'bound':>5} {'lines':>5} {'dirs':>4} "
           f"{'stable':>6}  {'shares':<22}" + "".join(f"{k:>18}" for k in keys) + "  best")
     for r in analysis.layers:
@@ -183,18 +210,25 @@ def _print_analysis(analysis, out: Path, figures: list[Path]) -> None:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from .reproduce import EXPERIMENTS, reproduce, reproduce_all, summary_rows
+    from ._guards import point_latest, reproduce_out
+    from .reproduce import EXPERIMENTS, check_data_dir, reproduce, reproduce_all, summary_rows
+    from .reproduce._runner import unknown
 
     if args.list or not args.name:
         for e in EXPERIMENTS.values():
             print(f"{e.name:<14} {e.source:<28} {e.shows}")
         return 0
-    options = dict(seeds=args.seeds, quick=args.quick, out=args.out, device=args.device,
+    if args.name != "all" and args.name not in EXPERIMENTS:
+        raise unknown(args.name)
+    check_data_dir(args.data_dir)
+    names = list(EXPERIMENTS) if args.name == "all" else [args.name]
+    out, stamped = reproduce_out(args.out, names, args.overwrite)  # never replaces earlier results
+    options = dict(seeds=args.seeds, quick=args.quick, out=out, device=args.device,
                    data_dir=args.data_dir, progress=sys.stderr.isatty())
     if args.name == "all":
         results, table = reproduce_all(**options)
         print(table)
-        print(f"summary: {Path(args.out) / 'summary.md'} and summary.csv")
+        print(f"summary: {out / 'summary.md'} and summary.csv")
     else:
         results = [reproduce(args.name, **options)]
         rows = summary_rows(results)
@@ -207,8 +241,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             print(f"note ({result.experiment}): {note}")
         verdict = ("NOT RUN" if result.status != "ran" else
                    "all claims hold" if result.all_hold else "SOME CLAIMS FAIL")
-        print(f"{result.experiment}: {verdict}; {Path(args.out) / result.experiment / 'claims.json'}, "
+        print(f"{result.experiment}: {verdict}; {out / result.experiment / 'claims.json'}, "
               f"{len(result.figures)} figure files")
+    if stamped:
+        print(f"results in {out} ({point_latest(out)} points there)")
     return 0
 
 
@@ -226,7 +262,7 @@ def _print_runs(result) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="condlab", description="Study condensation of neural networks at small initialization.")
     parser.add_argument("--version", action="version", version=f"condlab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -256,7 +292,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list the experiments")
     p.add_argument("--seeds", type=_parse_seeds, help="seeds (default 5, or 2 with --quick)")
     p.add_argument("--quick", action="store_true", help="fewer seeds, no replay predictions, data subsets")
-    p.add_argument("--out", default="runs/reproduce", help="output directory (default runs/reproduce)")
+    p.add_argument("--out", help="output directory (default: a new runs/reproduce/DATE-TIME, with "
+                   "runs/reproduce/latest pointing at it); an existing experiment folder is refused")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the experiments' folders already in --out")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     p.add_argument("--data-dir", help="directory with MNIST / CIFAR files (else $CONDLAB_DATA)")
     p.set_defaults(func=cmd_reproduce)
@@ -270,11 +309,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="train a batch of runs and write one directory per run")
     _add_config_args(p)
-    p.add_argument("--out", help="output directory (default: runs/NAME-TIMESTAMP)")
+    p.add_argument("--out", help="output directory (default: runs/NAME-TIMESTAMP); must be new or empty")
+    p.add_argument("--overwrite", action="store_true",
+                   help="write into a non-empty --out, replacing the run folders already there")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print batch.json instead of the table")
     p.set_defaults(func=cmd_train)
     return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one line (no usage block) and exit status 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
@@ -284,10 +332,21 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     warnings.formatwarning = _one_line_warning
+    from ._guards import user_message
+
     try:
         return args.func(args)
-    except (ConfigError, ValueError, FileNotFoundError) as err:
-        print(f"condlab: error: {err}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("condlab: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as err:  # errors a user can cause: one line; anything else is a bug
+        message = user_message(err)
+        if message is None:
+            traceback.print_exc()
+            print("condlab: internal error: this is a bug in condlab; please report it with the "
+                  "command you ran and the traceback above", file=sys.stderr)
+            return EXIT_INTERNAL
+        print(f"condlab: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

@@ -28,6 +28,8 @@ OPTIMIZERS = ("adam", "gd")
 DTYPES = ("float32", "float64")
 ARCHS = ("fc", "residual")
 SOURCES = ("synthetic", "mnist", "digits")
+REAL_D = {"mnist": 784, "digits": 64}  # input dimension of the real data sets
+MAX_SNAPSHOTS = 100_000
 
 
 class ConfigError(ValueError):
@@ -117,8 +119,14 @@ class Config:
         """Read a YAML or JSON config file."""
         path = Path(path)
         if not path.is_file():
-            raise ConfigError(f"config file '{path}' does not exist")
-        raw = yaml.safe_load(path.read_text()) or {}
+            what = "is a folder, not a file" if path.is_dir() else "does not exist"
+            raise ConfigError(f"config file '{path}' {what}")
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:  # tags such as !!python/object are refused here too
+            raise ConfigError(f"config file '{path}' is not valid YAML: {_yaml_problem(err)}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"config file '{path}' is not UTF-8 text") from None
         if not isinstance(raw, dict):
             raise ConfigError(f"config file '{path}' must hold a mapping, got {type(raw).__name__}")
         return cls.from_dict(raw)
@@ -130,8 +138,21 @@ class Config:
             key, sep, text = item.partition("=")
             if not sep or not key.strip():
                 raise ConfigError(f"override '{item}' is not of the form key=value")
-            _assign(raw, key.strip(), yaml.safe_load(text) if text.strip() else "")
+            try:
+                value = yaml.safe_load(text) if text.strip() else ""
+            except yaml.YAMLError as err:
+                raise ConfigError(f"--set {item}: the value is not valid YAML: "
+                                  f"{_yaml_problem(err)}") from None
+            _assign(raw, key.strip(), value)
         return Config.from_dict(raw)
+
+
+def _yaml_problem(err: Exception) -> str:
+    """One line: what PyYAML found and where (line/column, 1-based)."""
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    mark = getattr(err, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{problem}{where}"
 
 
 def _assign(raw: dict[str, Any], key: str, value: Any) -> None:
@@ -231,7 +252,7 @@ def _check(ok: bool, message: str) -> None:
 
 def validate(cfg: Config) -> Config:
     """Check ranges and names; returns the config with activations expanded per layer."""
-    from ._activations import get_activation
+    from ._activations import check_trainable, get_activation
     from ._data import check_target
 
     d, m, t = cfg.data, cfg.model, cfg.train
@@ -253,7 +274,7 @@ def validate(cfg: Config) -> Config:
            "give one per hidden layer, or a single one for all")
     for name in m.activations:
         try:
-            get_activation(name)
+            check_trainable(get_activation(name))
         except ValueError as err:
             raise ConfigError(f"model.activations: {err}") from None
     for s in m.init_std:
@@ -266,6 +287,14 @@ def validate(cfg: Config) -> Config:
     _check(0 <= t.beta1 < 1 and 0 <= t.beta2 < 1, "train.beta1 and train.beta2 must lie in [0, 1)")
     _check(t.eps >= 0, f"train.eps={t.eps} is not accepted: it must be >= 0")
     _check(len(set(t.seeds)) == len(t.seeds), f"train.seeds={t.seeds} has repeated seeds")
+    # two equal values would train identical runs under one name, the second replacing the first
+    for key, values in (("train.lr", t.lr), ("model.init_std", m.init_std)):
+        _check(len(set(values)) == len(values),
+               f"{key}={values} has repeated values (after reading them as numbers): give each once")
+    if d.source in REAL_D:
+        _check(d.d in (DataConfig.d, REAL_D[d.source]),
+               f"data.d={d.d} is not accepted with data.source='{d.source}': its inputs have "
+               f"{REAL_D[d.source]} values; leave data.d unset (or {REAL_D[d.source]})")
     snapshot_epochs(t.snapshots, t.epochs)  # raises on a bad spec
     return cfg
 
@@ -280,6 +309,10 @@ def snapshot_epochs(spec: list[int] | str, epochs: int) -> list[int]:
                 "'log:K' (K log-spaced epochs) or 'every:K' (every K epochs)"
             )
         k = int(count)
+        many = epochs // k + 1 if kind == "every" else k
+        if many > MAX_SNAPSHOTS:
+            raise ConfigError(f"train.snapshots='{spec}' asks for {many} snapshots with "
+                              f"train.epochs={epochs}; at most {MAX_SNAPSHOTS} are accepted")
         if kind == "every":
             chosen = set(range(0, epochs + 1, k))
         else:

@@ -19,12 +19,22 @@ from typing import Any
 import numpy as np
 
 
+def _file_mode() -> int:
+    mask = os.umask(0)  # reading the umask means setting it: put it straight back
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+_FILE_MODE = _file_mode()  # read once, at import, before any threads could race on it
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write `data` to `path` atomically (temp file + fsync + rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, _FILE_MODE)  # mkstemp makes 0600 files; records are shared like any other file
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

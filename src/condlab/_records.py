@@ -16,13 +16,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from ._config import Config
+from ._config import Config, ConfigError
 from ._io import atomic_write_json, atomic_write_npz, atomic_write_text
 from ._models import Architecture, FCNet
 
@@ -128,23 +130,95 @@ def write_run(run: Run, path: Path) -> Path:
     return path
 
 
+class RecordError(ValueError):
+    """A run record that is missing a part, truncated, or altered; the message names the file."""
+
+
+_FIX = "re-run the training or restore the file"
+
+
+def _json(path: Path) -> dict:
+    if not path.is_file():
+        raise RecordError(f"'{path}' is missing: the run record is incomplete; {_FIX}")
+    try:
+        raw = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        where = f" ({err.msg} at line {err.lineno})" if isinstance(err, json.JSONDecodeError) else ""
+        raise RecordError(f"'{path}' is not valid JSON{where}: the record is corrupt; {_FIX}") from None
+    if not isinstance(raw, dict):
+        raise RecordError(f"'{path}' must hold a JSON object: the record is corrupt; {_FIX}")
+    return raw
+
+
+def _npz(path: Path, names: list[str] | None = None) -> dict[str, np.ndarray]:
+    """Every array of an .npz record (allow_pickle stays off: records hold numbers only)."""
+    if not path.is_file():
+        raise RecordError(f"'{path}' is missing: the run record is incomplete; {_FIX}")
+    corrupt = f"'{path}' is truncated or not an .npz archive: the record is corrupt; {_FIX}"
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {k: archive[k] for k in archive.files}
+    except ValueError as err:
+        if "pickle" not in str(err):
+            raise RecordError(corrupt) from None
+        # numpy's message suggests allow_pickle=True, which would let the file run code: never
+        raise RecordError(f"'{path}' is not an .npz archive of numeric arrays (it holds pickled "
+                          "Python objects or other data), so condlab does not load it: it is not "
+                          "a condlab record or was altered") from None
+    except (EOFError, zipfile.BadZipFile, zlib.error, KeyError):
+        raise RecordError(corrupt) from None
+    except OSError as err:
+        if err.errno is not None:  # permission and the like: the CLI names the file
+            raise
+        raise RecordError(corrupt) from None
+    missing = [k for k in names or [] if k not in arrays]
+    if missing:
+        raise RecordError(f"'{path}' has no array '{missing[0]}' (it has {', '.join(arrays) or 'none'}): "
+                          f"the record is corrupt; {_FIX}")
+    return arrays
+
+
+def _check_shapes(path: Path, config: Config, epochs: np.ndarray, weights: dict, x: np.ndarray) -> None:
+    arch = Architecture.from_config(config.model, config.data.d)
+    if epochs.ndim != 1:
+        raise RecordError(f"'{path / 'snapshots.npz'}': epochs has shape {epochs.shape}, expected (S,)")
+    for name, (rows, cols) in zip(arch.names, arch.shapes, strict=True):
+        got = weights.get(name)
+        want = (len(epochs), rows, cols)
+        if got is None or got.shape != want or not np.issubdtype(got.dtype, np.floating):
+            what = "is missing" if got is None else f"has shape {got.shape} ({got.dtype})"
+            raise RecordError(f"'{path / 'snapshots.npz'}': {name} {what}, expected float {want} for "
+                              f"the network in config.json: the record is corrupt; {_FIX}")
+    if x.ndim != 2 or x.shape[1] != config.data.d:
+        raise RecordError(f"'{path / 'data.npz'}': x has shape {x.shape}, expected (n, {config.data.d})")
+
+
 def load_run(path: str | Path) -> Run:
-    """Read a run directory written by ``condlab train``."""
+    """Read a run directory written by ``condlab train``; a corrupt part raises RecordError naming it."""
     path = Path(path)
     meta_file = path / "meta.json"
     if not meta_file.is_file():
         hint = " (an unfinished run: its .partial directory was never completed)" if \
             path.name.endswith(".partial") else ""
         raise FileNotFoundError(f"'{path}' is not a condlab run directory: no meta.json{hint}")
-    meta = json.loads(meta_file.read_text())
-    config = Config.from_dict(json.loads((path / "config.json").read_text()))
-    with np.load(path / "snapshots.npz") as snap:
-        epochs = snap["epochs"]
-        weights = {k: snap[k] for k in snap.files if k != "epochs"}
-    with np.load(path / "data.npz") as data:
-        x, y = data["x"], data["y"]
-    loss = np.loadtxt(path / "loss.csv", delimiter=",", skiprows=1, ndmin=2)[:, 1]
-    spec = RunSpec(seed=meta["seed"], init_std=meta["init_std"], lr=meta["lr"])
-    return Run(config, spec, epochs, weights, loss, x, y, status=meta["status"],
-               initial_stage_epoch=meta["initial_stage_epoch"],
-               diverged_epoch=meta["diverged_epoch"], meta=meta, path=path)
+    meta = _json(meta_file)
+    try:
+        config = Config.from_dict(_json(path / "config.json"))
+    except ConfigError as err:
+        raise RecordError(f"'{path / 'config.json'}': {err}") from None
+    snap = _npz(path / "snapshots.npz", ["epochs"])
+    epochs = snap.pop("epochs")
+    data = _npz(path / "data.npz", ["x", "y"])
+    _check_shapes(path, config, epochs, snap, data["x"])
+    try:
+        loss = np.loadtxt(path / "loss.csv", delimiter=",", skiprows=1, ndmin=2)[:, 1]
+    except (ValueError, IndexError, OSError):
+        raise RecordError(f"'{path / 'loss.csv'}' is not a table of epoch,loss rows: the record is "
+                          f"corrupt; {_FIX}") from None
+    try:
+        spec = RunSpec(seed=meta["seed"], init_std=meta["init_std"], lr=meta["lr"])
+        return Run(config, spec, epochs, snap, loss, data["x"], data["y"], status=meta["status"],
+                   initial_stage_epoch=meta["initial_stage_epoch"],
+                   diverged_epoch=meta["diverged_epoch"], meta=meta, path=path)
+    except KeyError as err:
+        raise RecordError(f"'{meta_file}' lacks the key {err}: the record is corrupt; {_FIX}") from None

@@ -352,7 +352,8 @@ def _read(right: _Series, left: _Series, max_order: int, ar: _Arith) -> Multipli
         if not ar.zero(rs, scale):
             value = float(rs * fact)
             if not math.isfinite(value):
-                return None, None, f"not determined: derivative {s} at 0 is {ar.show(rs * fact)}, beyond a float"
+                big = ar.show(rs * fact)
+                return None, None, f"not determined: derivative {s} at 0 is {big}, beyond a float"
             return s, value, ""
     return None if top < max_order else (None, None, f"all derivatives up to order {max_order} vanish at 0")
 

@@ -40,10 +40,13 @@ class RunAnalysis:
     polyfits: list[PolyFit] = field(default_factory=list)   # 1-D input only (Fig. 5)
     stable_lines: np.ndarray | None = None                    # 1-D input only (Fig. 6)
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    status: str = "complete"                                  # the run's status (meta.json)
+    divergence: str | None = None                             # why the run counts as diverged
 
     def to_dict(self) -> dict:
         return {
             "run": self.run, "epoch": self.epoch, "optimizer": self.optimizer,
+            "status": self.status, "diverged": self.divergence is not None, "divergence": self.divergence,
             "layers": [r.to_dict() for r in self.layers],
             "polyfits": [{"degree": f.degree, "r2": f.r2, "coefficients": f.coefficients.tolist()}
                          for f in self.polyfits],
@@ -71,13 +74,31 @@ def analyze_run(run: Run, epoch: int | None = None, layers: list[int] | None = N
     histories = run_history(run, epoch) if predict else [None] * depth
     reports = [analyze_layer(run, k, epoch, replay=replay, predict=predict, count_kwargs=count_kwargs,
                              history=histories[k]) for k in chosen]
-    result = RunAnalysis(str(run.path) if run.path else "", epoch, run.config.train.optimizer, reports)
+    result = RunAnalysis(str(run.path) if run.path else "", epoch, run.config.train.optimizer, reports,
+                         status=run.status, divergence=divergence(run))
     for report in reports:
         result.arrays[f"order_{report.layer}"] = cosine_order(run.layer(report.layer, epoch),
                                                               report.orientations)
     if run.config.data.d == 1:
         _one_dimensional(run, epoch, result)
     return result
+
+
+DIVERGED_GROWTH = 100.0  # a finite loss this many times its initial value counts as diverged
+
+
+def divergence(run: Run) -> str | None:
+    """Why `run` diverged (a non-finite loss, or a loss grown DIVERGED_GROWTH-fold), else None."""
+    if run.status == "diverged":
+        return (f"this run diverged: its loss was not finite at epoch {run.diverged_epoch}; "
+                "only the snapshots before it are analysed")
+    loss = np.asarray(run.loss, dtype=float)
+    finite = loss[np.isfinite(loss)]
+    if finite.size and loss[0] > 0 and finite.max() > DIVERGED_GROWTH * loss[0]:
+        worst = int(np.nanargmax(np.where(np.isfinite(loss), loss, np.nan)))
+        return (f"this run diverged: its loss grew to {loss[worst]:.3g} at epoch {worst}, "
+                f"{loss[worst] / loss[0]:.3g} times its initial {loss[0]:.3g}")
+    return None
 
 
 def _one_dimensional(run: Run, epoch: int, result: RunAnalysis) -> None:

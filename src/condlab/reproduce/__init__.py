@@ -6,7 +6,7 @@
 
 from ._claims import Claim, ExperimentResult, summary_rows, write_summary
 from ._context import Context, Experiment
-from ._runner import DEFAULT_SEEDS, EXPERIMENTS, QUICK_SEEDS, reproduce, reproduce_all
+from ._runner import DEFAULT_SEEDS, EXPERIMENTS, QUICK_SEEDS, check_data_dir, reproduce, reproduce_all
 
 __all__ = ["Claim", "Context", "DEFAULT_SEEDS", "EXPERIMENTS", "Experiment", "ExperimentResult",
-           "QUICK_SEEDS", "reproduce", "reproduce_all", "summary_rows", "write_summary"]
+           "QUICK_SEEDS", "check_data_dir", "reproduce", "reproduce_all", "summary_rows", "write_summary"]

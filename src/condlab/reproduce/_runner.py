@@ -32,12 +32,27 @@ def unknown(name: str) -> ValueError:
     return ValueError(f"unknown experiment '{name}': choose one of {', '.join(EXPERIMENTS)} or all")
 
 
+def check_data_dir(data_dir: str | Path | None) -> None:
+    """A named data directory ($CONDLAB_DATA when none) must exist: no silent stand-in."""
+    import os
+
+    from .._config import ConfigError
+    from .._datasets import ENV_VAR
+
+    named, where = (data_dir, "--data-dir") if data_dir else (os.environ.get(ENV_VAR), ENV_VAR)
+    if named and not Path(named).expanduser().is_dir():
+        raise ConfigError(f"{where} '{named}' is not an existing folder: give the folder that holds "
+                          "the MNIST / CIFAR files (or name none: MNIST then runs on the bundled "
+                          "8x8 digits, labelled a STAND-IN)")
+
+
 def reproduce(name: str, *, seeds: list[int] | None = None, quick: bool = False,
               out: str | Path = "runs/reproduce", device: str = "cpu",
               data_dir: str | Path | None = None, progress: bool = False) -> ExperimentResult:
     """Run one experiment; writes OUT/NAME/claims.json, its figures and its run records."""
     if name not in EXPERIMENTS:
         raise unknown(name)
+    check_data_dir(data_dir)
     seeds = seeds if seeds is not None else list(range(QUICK_SEEDS if quick else DEFAULT_SEEDS))
     ctx = Context(seeds, quick, Path(out) / name, device, Path(data_dir) if data_dir else None, progress)
     result = EXPERIMENTS[name].run(ctx)

@@ -1,0 +1,240 @@
+"""Checks made before any work: output folders, memory, analysis options; one-line error messages.
+
+A command must never replace results it did not write in the same invocation, must find a bad
+``--out`` before hours of training, and must refuse a config that cannot fit in memory before
+allocating it. Errors a user can cause become one line naming the file or value (exit 2).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import errno
+import json
+import os
+import pickle
+import shutil
+import zipfile
+from pathlib import Path
+
+from ._config import Config, ConfigError, snapshot_epochs
+
+_ERRNO_HINTS = {
+    errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+    errno.ENOTDIR: "a part of this path is a file, not a folder",
+    errno.EISDIR: "is a folder where a file was expected",
+    errno.ENOSPC: "no space left on the device", errno.EROFS: "the file system is read-only",
+    errno.ENAMETOOLONG: "the file name is too long", errno.EEXIST: "already exists",
+}  # fmt: skip
+
+
+def one_line(text: str) -> str:
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def user_message(err: BaseException) -> str | None:
+    """The one-line message for an error a user can cause, or None for a bug (traceback)."""
+    import yaml
+
+    if isinstance(err, OSError) and err.errno is not None and err.filename is not None:
+        what = _ERRNO_HINTS.get(err.errno, err.strerror or "cannot be used")
+        other = f" -> '{err.filename2}'" if getattr(err, "filename2", None) else ""
+        return f"'{err.filename}'{other}: {what}"
+    if isinstance(err, pickle.UnpicklingError):
+        return f"{one_line(str(err))}; the file was not loaded"
+    if isinstance(err, yaml.YAMLError):
+        return f"invalid YAML: {one_line(str(err))}"
+    if isinstance(err, zipfile.BadZipFile | EOFError):
+        return f"a file is truncated or not in the expected format: {one_line(str(err))}"
+    if isinstance(err, MemoryError):
+        return "out of memory: reduce the sizes (model.width, data.n, seeds, epochs, snapshots)"
+    if isinstance(err, ValueError | OSError):  # ConfigError, RecordError, DatasetMissing, ...
+        return one_line(str(err))
+    return None
+
+
+# ------------------------------------------------------------------------------ output folders
+
+def fresh_dir(base: Path) -> Path:
+    """`base`, or `base-2`, `base-3`, ... : the first name that does not exist yet."""
+    path, k = base, 2
+    while path.exists() or path.is_symlink():
+        path, k = base.with_name(f"{base.name}-{k}"), k + 1
+    return path
+
+
+def stamp() -> str:
+    return _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def check_writable(out: Path, flag: str = "--out") -> None:
+    """Raise a one-line ConfigError unless `out` is, or can be made as, a writable folder."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{flag} '{out}' is a file, not a folder: choose a folder path")
+    probe = out
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"{flag} '{out}' cannot be created: '{probe}' is a file, not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} '{out}' is not writable: no permission to write in '{probe}'")
+
+
+def holds_files(path: Path) -> bool:
+    return path.is_dir() and any(path.iterdir())
+
+
+def check_fresh_out(out: Path, overwrite: bool, resume_hint: bool = True) -> None:
+    """Refuse an --out that already holds files (unless --overwrite); check it is writable."""
+    check_writable(out)
+    if holds_files(out) and not overwrite:
+        example = sorted(p.name for p in out.iterdir())[0]
+        resume = f"to continue an interrupted run there use `condlab train --resume {out}`; " \
+            if resume_hint else ""
+        raise ConfigError(f"--out '{out}' already holds results (e.g. '{example}'): {resume}"
+                          "to keep them, choose a fresh folder; --overwrite replaces them")
+
+
+def remove_stale_runs(out: Path, keep: set[str]) -> list[str]:
+    """After --overwrite: remove run folders of an earlier batch (they hold meta.json) not in `keep`."""
+    removed = []
+    for child in sorted(out.iterdir()):
+        if child.is_dir() and child.name not in keep and (
+                (child / "meta.json").is_file() or child.name.endswith(".partial")):
+            shutil.rmtree(child)
+            removed.append(child.name)
+    return removed
+
+
+def reproduce_out(out: str | None, names: list[str], overwrite: bool) -> tuple[Path, bool]:
+    """(folder for this invocation, whether it is a fresh stamped one under runs/reproduce)."""
+    if out is None:
+        folder = fresh_dir(Path("runs") / "reproduce" / stamp())
+        check_writable(folder, "the output folder")
+        return folder, True
+    folder = Path(out)
+    check_writable(folder)
+    taken = [folder / n for n in names if holds_files(folder / n)]
+    taken += [folder / f for f in ("summary.md", "summary.csv") if len(names) > 1 and (folder / f).exists()]
+    if taken and not overwrite:
+        raise ConfigError(f"--out '{folder}' already holds results of an earlier run ('{taken[0]}'): "
+                          "choose a fresh folder (or leave --out out: each run gets its own folder "
+                          "under runs/reproduce), or pass --overwrite to replace them")
+    for path in taken:
+        if path.is_dir():
+            if not (path / "claims.json").is_file() and not (path / "runs").is_dir():
+                raise ConfigError(f"'{path}' holds files condlab did not write: choose another --out")
+            shutil.rmtree(path)  # --overwrite: no stale seed folders of the earlier run survive
+    return folder, False
+
+
+def point_latest(folder: Path) -> Path:
+    """Make folder.parent/latest point at `folder` (a symlink, else a text file naming it)."""
+    link = folder.parent / "latest"
+    tmp = folder.parent / f".latest-{os.getpid()}"
+    try:
+        if link.exists() and not link.is_symlink():
+            raise OSError("not a symlink")
+        tmp.unlink(missing_ok=True)
+        os.symlink(folder.name, tmp, target_is_directory=True)
+        os.replace(tmp, link)
+        return link
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        from ._io import atomic_write_text
+
+        atomic_write_text(folder.parent / "LATEST", f"{folder.name}\n")
+        return folder.parent / "LATEST"
+
+
+# ------------------------------------------------------------------------------------- memory
+
+def train_bytes(cfg: Config, n: int, d: int, d_out: int) -> int:
+    """Bytes a batch needs: weights, optimizer state, workspaces, loss and snapshots (estimate).
+
+    Mirrors _models.BatchedNet and _training.train_batch: the flat parameters with their
+    gradient, per-run lr and Adam's four buffers; per hidden layer pre-activations, outputs and
+    slopes (R, n, m) plus two backward buffers; snapshots cloned on the device, then copied to
+    float64 arrays twice (per layer, then per run) on the host.
+    """
+    m, depth, t = cfg.model.width, cfg.model.depth, cfg.train
+    runs = len(t.seeds) * len(cfg.model.init_std) * len(t.lr)
+    size = 4 if t.dtype == "float32" else 8
+    per_run = m * (d + 1) + (depth - 1) * m * (m + 1) + d_out * (m + int(cfg.model.output_bias))
+    params = runs * per_run
+    optimizer = (7 if t.optimizer == "adam" else 3) * params
+    work = runs * n * (m * (3 * depth + 2) + (d + 1) + 3 * d_out) + params
+    snaps = len(snapshot_epochs(t.snapshots, t.epochs))
+    device = (optimizer + work + (t.epochs + 1) * runs + snaps * params) * size
+    host = snaps * params * 16 + (t.epochs + 1) * runs * 16 + n * (d + d_out) * 16
+    return device + host
+
+
+def available_bytes() -> int | None:
+    """Memory this process can still get: MemAvailable, capped by a cgroup limit; None if unknown."""
+    avail = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                avail = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return None
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
+        if limit != "max":
+            avail = min(avail, int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    return avail
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.3g} GiB" if nbytes >= 2**27 else f"{nbytes / 2**20:.3g} MiB"
+
+
+def check_memory(cfg: Config, n: int, d: int, d_out: int) -> None:
+    """Refuse, before allocating, a batch whose estimated memory exceeds what is available."""
+    need, have = train_bytes(cfg, n, d, d_out), available_bytes()
+    if have is not None and need > have:
+        runs = len(cfg.train.seeds) * len(cfg.model.init_std) * len(cfg.train.lr)
+        raise ConfigError(
+            f"this config needs about {_gib(need)} of memory ({runs} runs of width "
+            f"{cfg.model.width}, depth {cfg.model.depth}, {n} samples, {cfg.train.epochs} epochs) "
+            f"but about {_gib(have)} is available: reduce model.width, data.n, the seeds, "
+            "train.epochs or train.snapshots")
+
+
+# ----------------------------------------------------------------------------- analysis options
+
+def check_count_options(cos_threshold: float | None, amplitude_ratio: float | None,
+                        min_share: float | None) -> None:
+    """Range-check `condlab analyze`'s counting options (NaN fails every range)."""
+    from .analysis._orientations import SWEEP
+
+    lo, hi = -min(SWEEP), 1 - max(SWEEP)  # the stability band cos +- offsets stays inside (0, 1)
+    if cos_threshold is not None and not lo < cos_threshold < hi:
+        raise ConfigError(f"--cos-threshold {cos_threshold} is not accepted: it must lie strictly "
+                          f"between {lo:g} and {hi:g}, so that the stability band "
+                          f"(threshold {min(SWEEP):+g} .. {max(SWEEP):+g}) stays inside (0, 1)")
+    if amplitude_ratio is not None and not 0 <= amplitude_ratio < 1:
+        raise ConfigError(f"--amplitude-ratio {amplitude_ratio} is not accepted: it must lie in [0, 1)")
+    if min_share is not None and not 0 < min_share <= 1:
+        raise ConfigError(f"--min-share {min_share} is not accepted: it must lie in (0, 1]")
+
+
+def read_json(path: Path) -> object:
+    """json.load with a one-line error naming the file."""
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"'{path}' is not valid JSON ({err.msg} at line {err.lineno}): "
+                          "the file is corrupt; restore it or re-run the command that wrote it") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"'{path}' is not UTF-8 text: the file is corrupt") from None
