@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import os
 import sys
 import traceback
 import warnings
@@ -15,7 +16,7 @@ import numpy as np
 from ._config import Config, ConfigError
 
 EXIT_BAD_INPUT, EXIT_DIVERGED, EXIT_INTERRUPTED = 2, 3, 130
-EXIT_INTERNAL = 1
+EXIT_INTERNAL, EXIT_BROKEN_PIPE = 1, 141
 
 
 def _parse_seeds(text: str) -> list[int]:
@@ -339,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("condlab: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `condlab ... | head`: the reader left; nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except Exception as err:  # errors a user can cause: one line; anything else is a bug
         message = user_message(err)
         if message is None:

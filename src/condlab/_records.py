@@ -156,7 +156,7 @@ def _npz(path: Path, names: list[str] | None = None) -> dict[str, np.ndarray]:
         raise RecordError(f"'{path}' is missing: the run record is incomplete; {_FIX}")
     corrupt = f"'{path}' is truncated or not an .npz archive: the record is corrupt; {_FIX}"
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as archive:
             arrays = {k: archive[k] for k in archive.files}
     except ValueError as err:
         if "pickle" not in str(err):

@@ -1,0 +1,228 @@
+"""Bad inputs through the CLI: exit 2, one line naming the bad value, no traceback, nothing lost.
+
+Every case runs in a workspace that already holds results (a trained batch, a reproduced
+experiment, a notes file); after the case every file that was there is byte-for-byte the same.
+Most cases call ``condlab._cli.main`` in-process (the same code path as the console script,
+and an exception escaping it fails the test); the cases marked ``SUB`` run as real subprocesses
+(``python -m condlab``), so the claim "no traceback" also holds for the program a user runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import condlab
+from condlab._cli import main
+
+TINY = ["--set", "data.n=8", "--set", "data.d=2", "--set", "model.width=4", "--set", "train.epochs=4",
+        "--set", "train.snapshots=every:1", "--no-progress"]
+SUB = "subprocess"
+MNIST = ["--set", "data.source=mnist", "--set", "data.d=784", "--set", "model.d_out=10"]
+
+
+class _Evil:
+    """A pickle that would run a shell command if loaded with pickle.load."""
+
+    def __reduce__(self):
+        return (os.system, ("touch pwned",))
+
+
+def _build(w: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["train", *TINY, "--seeds", "2", "--out", str(w / "runs/earlier")]) == 0
+    (w / "notes.txt").write_text("my notes\n")
+    (w / "repro/fig3").mkdir(parents=True)
+    (w / "repro/fig3/claims.json").write_text("{}\n")
+    bad = w / "bad"
+    seed0 = w / "runs/earlier/seed0"
+    for name in ("trunc", "empty", "pickled", "shape", "meta", "nodata", "loss"):
+        shutil.copytree(seed0, bad / name)
+    snap = (seed0 / "snapshots.npz").read_bytes()
+    (bad / "trunc/snapshots.npz").write_bytes(snap[: len(snap) // 2])
+    (bad / "empty/snapshots.npz").write_bytes(b"")
+    (bad / "pickled/snapshots.npz").write_bytes(pickle.dumps({"epochs": [0]}))
+    with np.load(seed0 / "snapshots.npz") as z:
+        arrays = dict(z)
+    arrays["layer1"] = arrays["layer1"][:, :2]  # 2 of 4 neurons: a wrong-shaped snapshot
+    np.savez(bad / "shape/snapshots.npz", **arrays)
+    (bad / "meta/meta.json").write_text('{"seed": 0, ')
+    (bad / "nodata/data.npz").unlink()
+    (bad / "loss/loss.csv").write_text("epoch,loss\n0,abc,,\n")
+    shutil.copytree(w / "runs/earlier", bad / "batch")
+    (bad / "batch/seed1/snapshots.npz").write_bytes(snap[:100])
+    shutil.copytree(w / "runs/earlier", bad / "batchjson")
+    (bad / "batchjson/batch.json").write_text("{not json")
+    cifar = w / "evil/cifar-10-batches-py"
+    cifar.mkdir(parents=True)
+    for f in [f"data_batch_{k}" for k in range(1, 6)] + ["test_batch"]:
+        (cifar / f).write_bytes(pickle.dumps(_Evil(), protocol=2))
+    (w / "mnist").mkdir()
+    (w / "mnist/train-images-idx3-ubyte").write_bytes(b"\x00\x00\x08\x03\x00\x00")
+    (w / "mnist/train-labels-idx1-ubyte").write_bytes(b"\x00\x00\x08\x01")
+    (w / "bad.yaml").write_text("model: [width: 5\n")
+    (w / "evil.yaml").write_text("model: !!python/object/apply:os.system ['touch pwned']\n")
+    (w / "list.yaml").write_text("- 1\n- 2\n")
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    w = tmp_path_factory.mktemp("bad_inputs")
+    cwd = os.getcwd()
+    os.chdir(w)
+    try:
+        _build(w)
+    finally:
+        os.chdir(cwd)
+    return w
+
+
+def _act(text: str) -> list[str]:
+    return ["train", *TINY, "--set", f"model.activations=[{text!r}]"]
+
+
+# (id, argv, expected exit code, substrings of the one stderr line, how it runs)
+CASES = [
+    # --- output folders: never clobber, checked before training
+    ("out-exists", ["train", *TINY, "--out", "runs/earlier"], 2, ["runs/earlier", "--resume", "--overwrite"], SUB),
+    ("out-is-file", ["train", *TINY, "--out", "notes.txt"], 2, ["notes.txt", "is a file"], ""),
+    ("out-under-file", ["train", *TINY, "--out", "notes.txt/sub"], 2, ["notes.txt/sub", "is a file"], ""),
+    ("reproduce-out-exists", ["reproduce", "fig3", "--quick", "--out", "repro"], 2,
+     ["repro", "already holds results", "--overwrite"], ""),
+    ("reproduce-out-file", ["reproduce", "fig3", "--out", "notes.txt"], 2, ["notes.txt", "is a file"], ""),
+    ("analyze-out-under-file", ["analyze", "runs/earlier/seed0", "--no-figures", "--no-replay", "--out",
+                                "notes.txt/sub"], 2, ["notes.txt", "not a folder"], ""),
+    # --- config files and YAML
+    ("yaml-syntax", ["train", "bad.yaml", *TINY], 2, ["bad.yaml", "not valid YAML", "line"], SUB),
+    ("yaml-python-tag", ["train", "evil.yaml", *TINY], 2, ["evil.yaml", "not valid YAML"], ""),
+    ("yaml-not-mapping", ["train", "list.yaml", *TINY], 2, ["list.yaml", "mapping"], ""),
+    ("config-missing", ["train", "nope.yaml"], 2, ["nope.yaml", "does not exist"], ""),
+    ("config-is-folder", ["train", "runs"], 2, ["'runs'", "is a folder"], ""),
+    ("config-and-preset", ["train", "bad.yaml", "--preset", "fig3"], 2, ["--preset", "not both"], ""),
+    ("preset-unknown", ["train", "--preset", "fig99"], 2, ["fig99"], ""),
+    # --- --set and flags
+    ("set-unknown-key", ["train", *TINY, "--set", "model.widht=5"], 2, ["model.widht", "width"], ""),
+    ("set-bad-value", ["train", *TINY, "--set", "model.width=abc"], 2, ["model.width='abc'", "integer"], ""),
+    ("set-no-equals", ["train", *TINY, "--set", "model.width"], 2, ["model.width", "key=value"], ""),
+    ("set-bad-yaml", ["train", *TINY, "--set", "train.lr=[1e-3"], 2, ["train.lr=[1e-3", "YAML"], ""),
+    ("set-nan", ["train", *TINY, "--set", "train.lr=.nan"], 2, ["train.lr", "finite"], ""),
+    ("set-negative-lr", ["train", *TINY, "--set", "train.lr=-1"], 2, ["train.lr=-1", "> 0"], ""),
+    ("set-duplicate-lr", ["train", *TINY, "--set", "train.lr=[1e-3,0.001]"], 2,
+     ["train.lr", "repeated values"], ""),
+    ("set-optimizer", ["train", *TINY, "--set", "train.optimizer=sgd"], 2, ["'sgd'", "adam"], ""),
+    ("seeds-text", ["train", *TINY, "--seeds", "abc"], 2, ["--seeds 'abc'", "range"], ""),
+    ("seeds-zero", ["train", *TINY, "--seeds", "0"], 2, ["--seeds 0", ">= 1"], ""),
+    ("seeds-empty-range", ["train", *TINY, "--seeds", "5-2"], 2, ["train.seeds", "empty"], ""),
+    ("epochs-negative", ["train", *TINY, "--epochs", "-5"], 2, ["train.epochs=-5", "positive"], ""),
+    ("dtype-choice", ["train", *TINY, "--dtype", "float16"], 2, ["float16", "float64"], ""),
+    ("device-unknown", ["train", *TINY, "--device", "tpu"], 2, ["'tpu'", "cpu"], ""),
+    ("snapshots-bad", ["train", *TINY, "--set", "train.snapshots=log:x"], 2, ["log:x", "every:K"], ""),
+    # --- sizes that cannot fit: refused before allocating
+    ("huge-width", ["train", *TINY, "--set", "model.width=1000000000"], 2, ["needs about", "GiB"], ""),
+    ("huge-n", ["train", *TINY, "--set", "data.n=1000000000000"], 2, ["needs about", "data.n"], ""),
+    ("huge-epochs", ["train", *TINY, "--set", "train.epochs=100000000000", "--set", "train.snapshots=log:5"],
+     2, ["needs about"], ""),
+    ("huge-snapshots", ["train", *TINY, "--set", "train.epochs=1000000000",
+                        "--set", "train.snapshots=every:1"], 2, ["every:1", "snapshots"], ""),
+    # --- data
+    ("digits-other-d", ["train", *TINY, "--set", "data.source=digits", "--set", "data.d=10"], 2,
+     ["data.d=10", "64"], ""),
+    ("mnist-missing-dir", ["train", *TINY, *MNIST, "--set", "data.data_dir=nodir"], 2,
+     ["nodir", "does not exist"], ""),
+    ("mnist-corrupt", ["train", *TINY, *MNIST, "--set", "data.data_dir=mnist"], 2,
+     ["train-images-idx3-ubyte", "truncated"], ""),
+    ("reproduce-data-dir", ["reproduce", "mnist", "--quick", "--data-dir", "nodir"], 2,
+     ["--data-dir 'nodir'", "not an existing folder"], ""),
+    ("cifar-evil-pickle", ["reproduce", "fig2", "--quick", "--seeds", "1", "--data-dir", "evil",
+                           "--out", "fresh"], 2, ["data_batch_1", "refusing to load global", "not loaded"], SUB),
+    ("reproduce-unknown", ["reproduce", "fig9"], 2, ["'fig9'", "fig3"], ""),
+    # --- activations
+    ("act-constant", _act("1"), 2, ["'1'", "constant"], ""),
+    ("act-zero-derivative", _act("relu(sin(x) - 2)"), 2, ["relu(sin(x) - 2)", "derivative 0"], ""),
+    ("act-pole", _act("1/x"), 2, ["'1/x'", "not finite at 0"], ""),
+    ("act-deep-minus", _act("-" * 300 + "x"), 2, ["nested deeper than 100"], SUB),
+    ("act-too-long", _act("x+" * 1001 + "x"), 2, ["2000 characters"], ""),
+    ("act-injection", _act("__import__('os').system('touch pwned')"), 2, ["__import__", "not allowed"], ""),
+    ("act-unknown", _act("tanhh"), 2, ["'tanhh'", "known activations"], ""),
+    ("activations-syntax", ["activations", "x**"], 2, ["x**", "invalid syntax"], ""),
+    # --- corrupt records and impossible analysis options
+    ("npz-truncated", ["analyze", "bad/trunc", "--no-figures"], 2, ["snapshots.npz", "truncated"], SUB),
+    ("npz-empty", ["analyze", "bad/empty", "--no-figures"], 2, ["bad/empty/snapshots.npz", "corrupt"], ""),
+    ("npz-pickled", ["analyze", "bad/pickled", "--no-figures"], 2, ["snapshots.npz", "does not load"], ""),
+    ("npz-wrong-shape", ["analyze", "bad/shape", "--no-figures"], 2, ["layer1", "has shape", "(5, 4, 3)"], ""),
+    ("meta-json", ["analyze", "bad/meta", "--no-figures"], 2, ["bad/meta/meta.json", "not valid JSON"], ""),
+    ("data-missing", ["analyze", "bad/nodata", "--no-figures"], 2, ["bad/nodata/data.npz", "missing"], ""),
+    ("loss-csv", ["analyze", "bad/loss", "--no-figures"], 2, ["loss.csv", "epoch,loss"], ""),
+    ("batch-json", ["analyze", "bad/batchjson", "--no-figures"], 2, ["batch.json", "not valid JSON"], ""),
+    ("batch-one-corrupt", ["analyze", "bad/batch", "--no-figures", "--no-replay"], 2,
+     ["seed1", "snapshots.npz"], ""),
+    ("not-a-run", ["analyze", "repro", "--no-figures"], 2, ["'repro'", "no meta.json"], ""),
+    ("no-such-path", ["analyze", "nowhere", "--no-figures"], 2, ["'nowhere'", "not a folder"], ""),
+    ("cos-above-1", ["analyze", "runs/earlier", "--cos-threshold", "1.5"], 2, ["--cos-threshold 1.5"], ""),
+    ("cos-band-reaches-1", ["analyze", "runs/earlier", "--cos-threshold", "0.99"], 2,
+     ["--cos-threshold 0.99", "0.98"], ""),
+    ("cos-nan", ["analyze", "runs/earlier", "--cos-threshold", "nan"], 2, ["--cos-threshold nan"], ""),
+    ("amplitude-ratio-1", ["analyze", "runs/earlier", "--amplitude-ratio", "1"], 2,
+     ["--amplitude-ratio 1.0", "[0, 1)"], ""),
+    ("min-share-0", ["analyze", "runs/earlier", "--min-share", "0"], 2, ["--min-share 0.0", "(0, 1]"], ""),
+    ("epoch-not-recorded", ["analyze", "runs/earlier/seed0", "--epoch", "7", "--no-figures"], 2,
+     ["epoch 7", "recorded"], ""),
+    ("layer-too-deep", ["analyze", "runs/earlier/seed0", "--layer", "3", "--no-figures"], 2,
+     ["layer 3", "1..1"], ""),
+    ("layer-zero", ["analyze", "runs/earlier/seed0", "--layer", "0", "--no-figures"], 2, ["layer 0"], ""),
+    ("unknown-command", ["fly"], 2, ["'fly'"], ""),
+]
+
+
+def _checksums(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _run(argv: list[str], how: str, cwd: Path, capsys) -> tuple[int, str, str]:
+    if how == SUB:
+        env = dict(os.environ, PYTHONPATH=str(Path(condlab.__file__).parents[1]), OMP_NUM_THREADS="1")
+        proc = subprocess.run([sys.executable, "-m", "condlab", *argv], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=120)
+        return proc.returncode, proc.stdout, proc.stderr
+    capsys.readouterr()
+    cwd_before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's own exit
+        code = exit_.code
+    finally:
+        os.chdir(cwd_before)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input(case, workspace, capsys):
+    name, argv, code, needles, how = case
+    before = _checksums(workspace)
+    got, out, err = _run(argv, how, workspace, capsys)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert "Traceback" not in out + err, err
+    assert got == code, (out, err)
+    assert len(lines) == 1, err
+    assert "error:" in lines[0]
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    assert "allow_pickle" not in err  # never suggest the unsafe way to load a record
+    after = _checksums(workspace)
+    assert {k: after.get(k) for k in before} == before  # earlier results are untouched
+    assert not (workspace / "pwned").exists()
+    if name == "batch-one-corrupt":
+        assert "seed0" in out  # the other run of the batch was analysed
