@@ -127,3 +127,22 @@ def test_a_named_data_folder_without_mnist_is_not_replaced_by_the_standin(tmp_pa
     result = reproduce("mnist", seeds=[0], quick=True, out=tmp_path / "out", data_dir=tmp_path)
     assert result.status == "not run"
     assert "digits stand-in is not used" in result.notes[0]
+
+
+def test_the_activation_table_gives_the_reason_for_every_undefined_p(capsys):
+    assert main(["activations"]) == 0
+    for line in capsys.readouterr().out.splitlines():
+        if "undefined" in line:
+            assert "undefined (not differentiable at 0" in line
+
+
+def test_an_unexpected_error_exits_1_with_the_traceback_and_asks_for_a_report(monkeypatch, capsys):
+    import condlab._cli as cli
+
+    def broken(args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cli, "cmd_presets", broken)
+    assert cli.main(["presets"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "RuntimeError: boom" in err and "please report it" in err

@@ -66,9 +66,10 @@ def _load_config(args: argparse.Namespace) -> Config:
 
 
 def cmd_activations(args: argparse.Namespace) -> int:
-    from ._activations import activation_table, get_activation
+    from ._activations import activation_table, get_activation, list_activations
 
-    rows = activation_table()
+    notes = {a.name: a.note for a in list_activations()}  # why p is undefined, where it is
+    rows = [r | {"note": notes.get(r["name"], "")} for r in activation_table()]
     if args.expr:
         act = get_activation(args.expr)
         p = act.multiplicity if act.multiplicity is not None else "undefined"
