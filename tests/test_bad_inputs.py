@@ -94,7 +94,8 @@ def _act(text: str) -> list[str]:
 # (id, argv, expected exit code, substrings of the one stderr line, how it runs)
 CASES = [
     # --- output folders: never clobber, checked before training
-    ("out-exists", ["train", *TINY, "--out", "runs/earlier"], 2, ["runs/earlier", "--resume", "--overwrite"], SUB),
+    ("out-exists", ["train", *TINY, "--out", "runs/earlier"], 2,
+     ["runs/earlier", "--resume", "--overwrite"], SUB),
     ("out-is-file", ["train", *TINY, "--out", "notes.txt"], 2, ["notes.txt", "is a file"], ""),
     ("out-under-file", ["train", *TINY, "--out", "notes.txt/sub"], 2, ["notes.txt/sub", "is a file"], ""),
     ("reproduce-out-exists", ["reproduce", "fig3", "--quick", "--out", "repro"], 2,
@@ -144,7 +145,8 @@ CASES = [
     ("reproduce-data-dir", ["reproduce", "mnist", "--quick", "--data-dir", "nodir"], 2,
      ["--data-dir 'nodir'", "not an existing folder"], ""),
     ("cifar-evil-pickle", ["reproduce", "fig2", "--quick", "--seeds", "1", "--data-dir", "evil",
-                           "--out", "fresh"], 2, ["data_batch_1", "refusing to load global", "not loaded"], SUB),
+                           "--out", "fresh"], 2,
+     ["data_batch_1", "refusing to load global", "not loaded"], SUB),
     ("reproduce-unknown", ["reproduce", "fig9"], 2, ["'fig9'", "fig3"], ""),
     # --- activations
     ("act-constant", _act("1"), 2, ["'1'", "constant"], ""),
@@ -159,7 +161,8 @@ CASES = [
     ("npz-truncated", ["analyze", "bad/trunc", "--no-figures"], 2, ["snapshots.npz", "truncated"], SUB),
     ("npz-empty", ["analyze", "bad/empty", "--no-figures"], 2, ["bad/empty/snapshots.npz", "corrupt"], ""),
     ("npz-pickled", ["analyze", "bad/pickled", "--no-figures"], 2, ["snapshots.npz", "does not load"], ""),
-    ("npz-wrong-shape", ["analyze", "bad/shape", "--no-figures"], 2, ["layer1", "has shape", "(5, 4, 3)"], ""),
+    ("npz-wrong-shape", ["analyze", "bad/shape", "--no-figures"], 2,
+     ["layer1", "has shape", "(5, 4, 3)"], ""),
     ("meta-json", ["analyze", "bad/meta", "--no-figures"], 2, ["bad/meta/meta.json", "not valid JSON"], ""),
     ("data-missing", ["analyze", "bad/nodata", "--no-figures"], 2, ["bad/nodata/data.npz", "missing"], ""),
     ("loss-csv", ["analyze", "bad/loss", "--no-figures"], 2, ["loss.csv", "epoch,loss"], ""),
