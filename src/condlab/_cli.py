@@ -161,9 +161,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             analysis = analyze_run(run, args.epoch, layers, replay=not args.no_replay,
                                    count_kwargs=counting)
         except Exception as err:
-            if user_message(err) is None:
+            message = user_message(err)
+            if message is None:
                 raise
-            print(f"condlab: error: {run_dir.name}: {user_message(err)}", file=sys.stderr)
+            where = "" if str(run_dir) in message else f"{run_dir}: "
+            print(f"condlab: error: {where}{message}", file=sys.stderr)
             failed += 1
             continue
         out = Path(args.out) / run_dir.name if args.out else run_dir / "analysis" / f"epoch{analysis.epoch}"

@@ -205,7 +205,7 @@ def check_memory(cfg: Config, n: int, d: int, d_out: int) -> None:
     if have is not None and need > have:
         runs = len(cfg.train.seeds) * len(cfg.model.init_std) * len(cfg.train.lr)
         raise ConfigError(
-            f"this config needs about {_gib(need)} of memory ({runs} runs of width "
+            f"this config needs about {_gib(need)} of memory ({runs} run{'s' * (runs != 1)} of width "
             f"{cfg.model.width}, depth {cfg.model.depth}, {n} samples, {cfg.train.epochs} epochs) "
             f"but about {_gib(have)} is available: reduce model.width, data.n, the seeds, "
             "train.epochs or train.snapshots")
