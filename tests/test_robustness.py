@@ -146,3 +146,18 @@ def test_an_unexpected_error_exits_1_with_the_traceback_and_asks_for_a_report(mo
     assert cli.main(["presets"]) == 1
     err = capsys.readouterr().err
     assert "Traceback" in err and "RuntimeError: boom" in err and "please report it" in err
+
+
+@pytest.mark.parametrize("err, message", [
+    (PermissionError(13, "Permission denied", "/d/meta.json"), "'/d/meta.json': permission denied"),
+    (IsADirectoryError(21, "Is a directory", "cfg.yaml"), "'cfg.yaml': is a folder where a file"),
+    (NotADirectoryError(20, "Not a directory", "a.txt/x"), "'a.txt/x': a part of this path is a file"),
+    (OSError(28, "No space left on device", "runs/b/loss.csv"), "'runs/b/loss.csv': no space left"),
+    (EOFError("No data left in file"), "truncated or not in the expected format"),
+    (KeyError("x"), None),                                            # a bug: traceback, exit 1
+])
+def test_file_system_errors_become_one_line_naming_the_file(err, message):
+    from condlab._guards import user_message
+
+    got = user_message(err)
+    assert got is None if message is None else (message in got and "\n" not in got)

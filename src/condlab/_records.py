@@ -153,7 +153,8 @@ def _json(path: Path) -> dict:
 def _npz(path: Path, names: list[str] | None = None) -> dict[str, np.ndarray]:
     """Every array of an .npz record (allow_pickle stays off: records hold numbers only)."""
     if not path.is_file():
-        raise RecordError(f"'{path}' is missing: the run record is incomplete; {_FIX}")
+        what = "is not a file" if path.exists() else "is missing"
+        raise RecordError(f"'{path}' {what}: the run record is incomplete; {_FIX}")
     corrupt = f"'{path}' is truncated or not an .npz archive: the record is corrupt; {_FIX}"
     try:
         with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as archive:
