@@ -81,8 +81,10 @@ def cmd_activations(args: argparse.Namespace) -> int:
     fwidth = max(len(r["formula"]) for r in rows)
     print(f"{'name':<{width}}  {'formula':<{fwidth}}  p")
     for r in rows:
-        why = f" ({r['note']})" if r.get("note") else ""
-        print(f"{r['name']:<{width}}  {r['formula']:<{fwidth}}  {r['p']}{why}")
+        print(f"{r['name']:<{width}}  {r['formula']:<{fwidth}}  {r['p']}")
+    for r in rows:  # every undefined p with its reason, below the table
+        if r["note"]:
+            print(f"  {r['name']}: p undefined: {r['note']}")
     return 0
 
 
