@@ -4,7 +4,8 @@ Every case runs in a workspace that already holds results (a trained batch, a re
 experiment, a notes file); after the case every file that was there is byte-for-byte the same.
 Most cases call ``condlab._cli.main`` in-process (the same code path as the console script,
 and an exception escaping it fails the test); the cases marked ``SUB`` run as real subprocesses
-(``python -m condlab``), so the claim "no traceback" also holds for the program a user runs.
+(``python -m condlab``, started together to share the import time), so the claim "no
+traceback" also holds for the program a user runs.
 """
 
 from __future__ import annotations
@@ -192,12 +193,23 @@ def _checksums(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def _run(argv: list[str], how: str, cwd: Path, capsys) -> tuple[int, str, str]:
-    if how == SUB:
-        env = dict(os.environ, PYTHONPATH=str(Path(condlab.__file__).parents[1]), OMP_NUM_THREADS="1")
-        proc = subprocess.run([sys.executable, "-m", "condlab", *argv], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=120)
-        return proc.returncode, proc.stdout, proc.stderr
+@pytest.fixture(scope="module")
+def subprocesses(workspace) -> dict:
+    """The SUB cases, started together (startup is mostly importing torch), with the workspace
+    checksums before and after all of them."""
+    env = dict(os.environ, PYTHONPATH=str(Path(condlab.__file__).parents[1]), OMP_NUM_THREADS="1")
+    before = _checksums(workspace)
+    procs = {name: subprocess.Popen([sys.executable, "-m", "condlab", *argv], cwd=workspace, env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for name, argv, _, _, how in CASES if how == SUB}
+    results = {}
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=300)
+        results[name] = (proc.returncode, out, err)
+    return {"results": results, "before": before, "after": _checksums(workspace)}
+
+
+def _run(argv: list[str], cwd: Path, capsys) -> tuple[int, str, str]:
     capsys.readouterr()
     cwd_before = os.getcwd()
     os.chdir(cwd)
@@ -212,10 +224,13 @@ def _run(argv: list[str], how: str, cwd: Path, capsys) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_bad_input(case, workspace, capsys):
+def test_bad_input(case, workspace, subprocesses, capsys):
     name, argv, code, needles, how = case
-    before = _checksums(workspace)
-    got, out, err = _run(argv, how, workspace, capsys)
+    if how == SUB:
+        (got, out, err), before = subprocesses["results"][name], subprocesses["before"]
+    else:
+        before = _checksums(workspace)
+        got, out, err = _run(argv, workspace, capsys)
     lines = [line for line in err.splitlines() if line.strip()]
     assert "Traceback" not in out + err, err
     assert got == code, (out, err)
@@ -224,7 +239,7 @@ def test_bad_input(case, workspace, capsys):
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
     assert "allow_pickle" not in err  # never suggest the unsafe way to load a record
-    after = _checksums(workspace)
+    after = subprocesses["after"] if how == SUB else _checksums(workspace)
     assert {k: after.get(k) for k in before} == before  # earlier results are untouched
     assert not (workspace / "pwned").exists()
     if name == "batch-one-corrupt":
