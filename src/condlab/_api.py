@@ -12,12 +12,14 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ._checkpoint import CheckpointError, StopRequests, checkpoint_path, read_checkpoint, write_checkpoint
 from ._config import Config, ConfigError, snapshot_epochs
 from ._data import make_dataset
+from ._dropout import Dropout
 from ._io import atomic_write_json, provenance
 from ._models import Architecture, BatchedNet, init_weights
 from ._records import Run, RunResult, RunSpec, write_run
-from ._training import BatchOutcome, initial_stage_end, train_batch
+from ._training import BatchOutcome, LoopState, initial_stage_end, make_optimizer, train_batch
 
 
 def resolve_device(name: str) -> torch.device:
@@ -36,19 +38,33 @@ def resolve_device(name: str) -> torch.device:
 
 
 def run_specs(cfg: Config) -> list[RunSpec]:
-    """Every (seed, init_std, lr) combination of the config, in a fixed order."""
-    return [RunSpec(seed, std, lr) for seed in cfg.train.seeds
-            for std in cfg.model.init_std for lr in cfg.train.lr]
+    """Every (seed, init_std, lr, weight_decay, momentum, dropout) combination, in a fixed order."""
+    t, m = cfg.train, cfg.model
+    return [RunSpec(seed, std, lr, wd, mu, q) for seed in t.seeds for std in m.init_std for lr in t.lr
+            for wd in t.weight_decay for mu in t.momentum for q in m.dropout]
+
+
+# (RunSpec field, config list it comes from, name prefix): a field appears in the directory
+# name when its list has several values, so distinct settings never share a name
+_SWEPT = (("init_std", "model.init_std", "std"), ("lr", "train.lr", "lr"),
+          ("weight_decay", "train.weight_decay", "wd"), ("momentum", "train.momentum", "mom"),
+          ("dropout", "model.dropout", "drop"))
 
 
 def run_name(cfg: Config, spec: RunSpec) -> str:
     """Directory name of a run: the seed, plus whatever else the batch sweeps."""
     name = f"seed{spec.seed}"
-    if len(cfg.model.init_std) > 1:
-        name += f"-std{spec.init_std:g}"
-    if len(cfg.train.lr) > 1:
-        name += f"-lr{spec.lr:g}"
+    for field, key, prefix in _SWEPT:
+        section, option = key.split(".")
+        if len(getattr(getattr(cfg, section), option)) > 1:
+            name += f"-{prefix}{_short(getattr(spec, field))}"
     return name
+
+
+def _short(value: float) -> str:
+    """'%g' when it identifies the value exactly, else the shortest exact repr."""
+    text = f"{value:g}"
+    return text if float(text) == value else repr(value)
 
 
 def _as_config(config: Config | dict | str | Path) -> Config:
@@ -70,9 +86,23 @@ def train(
     """Train every run of `config` as one batched computation; write run directories to `out`.
 
     Returns the runs in memory either way. `progress` shows a bar (default: when stderr is a
-    terminal). Runs that diverge or an interrupted batch are recorded with their status.
+    terminal). Runs that diverge or an interrupted batch (SIGINT, SIGTERM) are recorded with
+    their status. With `out`, a checkpoint is kept there every ``train.checkpoint_seconds``
+    until the batch completes, so a killed batch can be continued with ``resume(out)``.
     """
-    cfg = _as_config(config)
+    return _run_batch(_as_config(config), Path(out) if out is not None else None, progress, None)
+
+
+def resume(out: str | Path, *, progress: bool | None = None) -> RunResult:
+    """Continue the interrupted or killed batch whose checkpoint is in folder `out`.
+
+    The records written equal those of the uninterrupted batch (bit for bit in float64 on CPU).
+    """
+    saved = read_checkpoint(out)
+    return _run_batch(Config.from_dict(saved["config"]), Path(out), progress, saved)
+
+
+def _run_batch(cfg: Config, out: Path | None, progress: bool | None, saved: dict | None) -> RunResult:
     t = cfg.train
     specs = run_specs(cfg)
     dataset = make_dataset(cfg.data)
@@ -85,26 +115,44 @@ def train(
     net = BatchedNet(arch, len(specs), dtype, device)
     for r, spec in enumerate(specs):
         net.load(r, init_weights(arch, spec.seed, spec.init_std))
+    opt = make_optimizer(t.optimizer, net, specs, beta1=t.beta1, beta2=t.beta2, eps=t.eps, nesterov=t.nesterov)
+    dropout = Dropout.of([s.dropout for s in specs], [s.seed for s in specs], dtype, device)
+    state, before, resumed_at = None, 0.0, []
+    if saved is not None:
+        state = restore(saved, net, opt, dropout)
+        before, resumed_at = saved["seconds"], saved["resumed_at"] + [state.epoch]
     x = torch.as_tensor(dataset.x, dtype=dtype, device=device)
     y = torch.as_tensor(dataset.y, dtype=dtype, device=device)
     show = sys.stderr.isatty() if progress is None else progress
     start = time.perf_counter()
-    with tqdm(total=t.epochs, disable=not show, unit="epoch", leave=False,
-              desc=f"{cfg.name}: {len(specs)} runs", mininterval=0.5) as bar:
+
+    def save(loop_state, optimizer, drop) -> None:
+        write_checkpoint(checkpoint_path(out), cfg.to_dict(), net.flat, optimizer.state_dict(),
+                         drop.state_dict() if drop is not None else None, loop_state,
+                         before + time.perf_counter() - start, resumed_at)
+
+    with StopRequests() as stop, tqdm(total=t.epochs, initial=state.epoch if state else 0,
+                                      disable=not show, unit="epoch", leave=False,
+                                      desc=f"{cfg.name}: {len(specs)} runs", mininterval=0.5) as bar:
         outcome = train_batch(
-            net, x, y, specs, optimizer=t.optimizer, epochs=t.epochs,
-            snapshot_at=snapshot_epochs(t.snapshots, t.epochs), beta1=t.beta1, beta2=t.beta2,
-            eps=t.eps, progress=bar,
+            net, x, y, specs, optimizer=opt, epochs=t.epochs, dropout=dropout, state=state,
+            snapshot_at=snapshot_epochs(t.snapshots, t.epochs), eps=t.eps, progress=bar,
+            checkpoint=save if out is not None else None, checkpoint_seconds=t.checkpoint_seconds,
+            should_stop=stop,
         )
-    seconds = time.perf_counter() - start
+    seconds = before + time.perf_counter() - start
     common = {"batch_runs": len(specs), "device": str(device), "dtype": t.dtype,
               "optimizer": t.optimizer, "last_epoch": outcome.last_epoch,
               "seconds": seconds, "provenance": provenance()}
+    if resumed_at:
+        common["resumed_at"] = resumed_at
     data_cfg = dataclasses.asdict(dataset.config)
     runs = [_make_run(cfg, data_cfg, spec, r, outcome, dataset, common) for r, spec in enumerate(specs)]
-    result = RunResult(cfg, runs, Path(out) if out is not None else None, seconds)
+    result = RunResult(cfg, runs, out, seconds)
     if out is not None:
         _write_batch(result, cfg, common)
+        if not outcome.interrupted:   # complete: nothing left to resume
+            checkpoint_path(out).unlink(missing_ok=True)
     return result
 
 
@@ -113,7 +161,8 @@ def _make_run(cfg: Config, data_cfg: dict, spec: RunSpec, r: int, outcome: Batch
     raw = cfg.to_dict()
     raw["data"] = data_cfg
     raw["train"]["seeds"], raw["train"]["lr"] = [spec.seed], [spec.lr]
-    raw["model"]["init_std"] = [spec.init_std]
+    raw["train"]["weight_decay"], raw["train"]["momentum"] = [spec.weight_decay], [spec.momentum]
+    raw["model"]["init_std"], raw["model"]["dropout"] = [spec.init_std], [spec.dropout]
     run_cfg = Config.from_dict(raw)
     bad = outcome.diverged_epoch[r]
     keep = outcome.epochs < bad if bad is not None else np.ones(len(outcome.epochs), bool)
@@ -136,13 +185,31 @@ def _write_batch(result: RunResult, cfg: Config, common: dict) -> None:
         write_run(run, out / run_name(cfg, spec))
     atomic_write_json(out / "batch.json", {
         "name": cfg.name,
-        "runs": [{"dir": run.path.name, "seed": run.spec.seed, "lr": run.spec.lr,
-                  "init_std": run.spec.init_std, "status": run.status,
+        "runs": [{"dir": run.path.name, **run.spec.to_dict(), "status": run.status,
                   "initial_stage_epoch": run.initial_stage_epoch,
                   "diverged_epoch": run.diverged_epoch,
                   "final_loss": _finite(run.loss[common["last_epoch"]])} for run in result.runs],
         **common,
     })
+
+
+def restore(saved: dict, net: BatchedNet, opt, dropout: Dropout | None) -> LoopState:
+    """Load a checkpoint's parameters, optimizer and dropout states; -> the loop state to continue."""
+    if saved["params"].shape != net.flat.shape:
+        raise CheckpointError(f"checkpoint parameters {tuple(saved['params'].shape)} do not fit this "
+                              f"network {tuple(net.flat.shape)}")
+    net.flat.copy_(saved["params"])
+    opt.load_state_dict(saved["optimizer"])
+    if dropout is not None:
+        dropout.load_state_dict(saved["dropout"])
+    epochs = net.flat.new_empty(0)  # device and dtype of the training
+    loss = torch.full((saved["config"]["train"]["epochs"] + 1, net.runs), float("nan"),
+                      dtype=epochs.dtype, device=epochs.device)
+    loss[: saved["epoch"]] = saved["loss"].to(loss)
+    taken = [(int(e), flat.to(net.flat)) for e, flat in zip(saved["snapshot_epochs"], saved["snapshots"],
+                                                              strict=True)]
+    return LoopState(int(saved["epoch"]), loss, taken, {int(r): int(e) for r, e in saved["diverged"].items()},
+                     int(saved["checked"]))
 
 
 def _finite(value: float) -> float | None:

@@ -98,12 +98,19 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from ._api import train
+    from ._api import resume, train
 
-    cfg = _load_config(args)
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out) if args.out else Path("runs") / f"{cfg.name}-{stamp}"
-    result = train(cfg, out=out, progress=not args.no_progress and sys.stderr.isatty())
+    show = not args.no_progress and sys.stderr.isatty()
+    if args.resume:
+        if _resume_conflicts(args):
+            raise ConfigError(f"--resume continues the saved config: drop {_resume_conflicts(args)}")
+        out = Path(args.resume)
+        result = resume(out, progress=show)
+    else:
+        cfg = _load_config(args)
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = Path(args.out) if args.out else Path("runs") / f"{cfg.name}-{stamp}"
+        result = train(cfg, out=out, progress=show)
     if args.json:
         print((out / "batch.json").read_text())
     else:
@@ -113,9 +120,19 @@ def cmd_train(args: argparse.Namespace) -> int:
             print(f"condlab: error: run {run.path.name} diverged: loss not finite at epoch "
                   f"{run.diverged_epoch}; snapshots before it are kept", file=sys.stderr)
     if any(r.status == "interrupted" for r in result.runs):
-        print(f"condlab: interrupted; what was recorded is in {out}", file=sys.stderr)
+        print(f"condlab: interrupted; what was recorded is in {out}; continue with "
+              f"`condlab train --resume {out}`", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_DIVERGED if any(r.status == "diverged" for r in result.runs) else 0
+
+
+def _resume_conflicts(args: argparse.Namespace) -> str:
+    """The config options given with --resume (which takes its config from the checkpoint)."""
+    given = [name for name, value in (("a config file", args.config), ("--preset", args.preset),
+                                      ("--set", args.overrides), ("--seeds", args.seeds),
+                                      ("--device", args.device), ("--dtype", args.dtype),
+                                      ("--epochs", args.epochs), ("--out", args.out)) if value]
+    return ", ".join(given)
 
 
 def _run_dirs(path: Path) -> list[Path]:
@@ -271,6 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a batch of runs and write one directory per run")
     _add_config_args(p)
     p.add_argument("--out", help="output directory (default: runs/NAME-TIMESTAMP)")
+    p.add_argument("--resume", metavar="DIR",
+                   help="continue the interrupted or killed batch in DIR from its checkpoint.pt")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print batch.json instead of the table")
     p.set_defaults(func=cmd_train)

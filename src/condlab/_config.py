@@ -24,9 +24,7 @@ from typing import Any
 
 import yaml
 
-OPTIMIZERS = ("adam", "gd")
 DTYPES = ("float32", "float64")
-ARCHS = ("fc", "residual")
 SOURCES = ("synthetic", "mnist", "digits")
 
 
@@ -72,14 +70,22 @@ class ModelConfig:
     d_out: int = 1
     init_std: list[float] = field(default_factory=lambda: [0.005])
     output_bias: bool = True
+    # probability q of zeroing each hidden unit in training (nn.Dropout semantics, kept units
+    # scaled by 1/(1-q)); per run, so a list sweeps it. Off for the recorded loss and analysis.
+    dropout: list[float] = field(default_factory=lambda: [0.0])
 
 
 @dataclass
 class TrainConfig:
     """Full-batch training on R = (1/2n) sum_i |f(x_i) - y_i|^2 (eq. 3)."""
 
+    # a registered optimizer (condlab._optim): adam, adamw, sgd, gd
     optimizer: str = "adam"
     lr: list[float] = field(default_factory=lambda: [1e-3])
+    # per run (lists sweep them): L2 for adam/sgd/gd, decoupled for adamw; sgd's momentum
+    weight_decay: list[float] = field(default_factory=lambda: [0.0])
+    momentum: list[float] = field(default_factory=lambda: [0.0])
+    nesterov: bool = False
     epochs: int = 100
     beta1: float = 0.9
     beta2: float = 0.999
@@ -90,6 +96,8 @@ class TrainConfig:
     device: str = "cpu"
     snapshots: list[int] | str = "log:30"
     seeds: list[int] = field(default_factory=lambda: [0])
+    # with an output folder, a checkpoint to resume from is written this often (0: never)
+    checkpoint_seconds: float = 60.0
 
 
 @dataclass
@@ -245,7 +253,10 @@ def validate(cfg: Config) -> Config:
     _check(d.high > d.low, f"data.low={d.low}, data.high={d.high}: need low < high")
     if d.source == "synthetic":
         check_target(d.target, d.d)
-    _check(m.arch in ARCHS, f"model.arch='{m.arch}' is not accepted: choose one of {', '.join(ARCHS)}")
+    from ._arch import ARCHITECTURES
+
+    _check(m.arch in ARCHITECTURES,
+           f"model.arch='{m.arch}' is not accepted: choose one of {', '.join(ARCHITECTURES)}")
     if len(m.activations) == 1:
         m.activations = m.activations * m.depth
     _check(len(m.activations) == m.depth,
@@ -260,14 +271,34 @@ def validate(cfg: Config) -> Config:
         _check(s > 0, f"model.init_std={s} is not accepted: it must be > 0 (a standard deviation)")
     for lr in t.lr:
         _check(lr > 0, f"train.lr={lr} is not accepted: it must be > 0")
-    _check(t.optimizer in OPTIMIZERS,
-           f"train.optimizer='{t.optimizer}' is not accepted: choose one of {', '.join(OPTIMIZERS)}")
+    _check_optimizer(t)
+    for q in m.dropout:
+        _check(0 <= q < 1, f"model.dropout={q} is not accepted: it must lie in [0, 1)")
+    _check(t.checkpoint_seconds >= 0,
+           f"train.checkpoint_seconds={t.checkpoint_seconds} is not accepted: it must be >= 0 (0: never)")
     _check(t.dtype in DTYPES, f"train.dtype='{t.dtype}' is not accepted: choose one of {', '.join(DTYPES)}")
     _check(0 <= t.beta1 < 1 and 0 <= t.beta2 < 1, "train.beta1 and train.beta2 must lie in [0, 1)")
     _check(t.eps >= 0, f"train.eps={t.eps} is not accepted: it must be >= 0")
     _check(len(set(t.seeds)) == len(t.seeds), f"train.seeds={t.seeds} has repeated seeds")
     snapshot_epochs(t.snapshots, t.epochs)  # raises on a bad spec
     return cfg
+
+
+def _check_optimizer(t: TrainConfig) -> None:
+    from ._optim import OPTIMIZERS
+
+    _check(t.optimizer in OPTIMIZERS,
+           f"train.optimizer='{t.optimizer}' is not accepted: choose one of {', '.join(OPTIMIZERS)}")
+    uses = OPTIMIZERS[t.optimizer].uses
+    for wd in t.weight_decay:
+        _check(wd >= 0, f"train.weight_decay={wd} is not accepted: it must be >= 0")
+    for mu in t.momentum:
+        _check(0 <= mu < 1, f"train.momentum={mu} is not accepted: it must lie in [0, 1)")
+    _check("momentum" in uses or t.momentum == [0.0],
+           f"train.momentum={t.momentum} is not used by train.optimizer='{t.optimizer}': "
+           f"use sgd, or leave momentum at 0")
+    _check(not t.nesterov or ("momentum" in uses and min(t.momentum) > 0),
+           "train.nesterov=true needs train.optimizer=sgd and every train.momentum > 0")
 
 
 def snapshot_epochs(spec: list[int] | str, epochs: int) -> list[int]:
