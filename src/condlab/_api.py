@@ -124,12 +124,12 @@ def _run_batch(cfg: Config, out: Path | None, progress: bool | None, saved: dict
     x = torch.as_tensor(dataset.x, dtype=dtype, device=device)
     y = torch.as_tensor(dataset.y, dtype=dtype, device=device)
     show = sys.stderr.isatty() if progress is None else progress
-    start = time.perf_counter()
+    start, writer = time.perf_counter(), provenance()
 
     def save(loop_state, optimizer, drop) -> None:
         write_checkpoint(checkpoint_path(out), cfg.to_dict(), net.flat, optimizer.state_dict(),
                          drop.state_dict() if drop is not None else None, loop_state,
-                         before + time.perf_counter() - start, resumed_at)
+                         before + time.perf_counter() - start, resumed_at, writer)
 
     with StopRequests() as stop, tqdm(total=t.epochs, initial=state.epoch if state else 0,
                                       disable=not show, unit="epoch", leave=False,
@@ -143,7 +143,7 @@ def _run_batch(cfg: Config, out: Path | None, progress: bool | None, saved: dict
     seconds = before + time.perf_counter() - start
     common = {"batch_runs": len(specs), "device": str(device), "dtype": t.dtype,
               "optimizer": t.optimizer, "last_epoch": outcome.last_epoch,
-              "seconds": seconds, "provenance": provenance()}
+              "seconds": seconds, "provenance": writer}
     if resumed_at:
         common["resumed_at"] = resumed_at
     data_cfg = dataclasses.asdict(dataset.config)

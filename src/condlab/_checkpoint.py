@@ -31,6 +31,7 @@ Format (version 1): one file written by ``torch.save``, readable with
 from __future__ import annotations
 
 import io
+import json
 import signal
 import threading
 from pathlib import Path
@@ -56,8 +57,11 @@ def checkpoint_path(out: str | Path) -> Path:
 
 def write_checkpoint(path: Path, config: dict, params: torch.Tensor, optimizer: dict,
                      dropout: list[torch.Tensor] | None, state, seconds: float,
-                     resumed_at: list[int]) -> None:
-    """Write the state of a batch between two epochs (``state``: a LoopState) atomically."""
+                     resumed_at: list[int], writer: dict | None = None) -> None:
+    """Write the state of a batch between two epochs (``state``: a LoopState) atomically.
+
+    `writer`: the provenance to record (computed once per batch: it runs git).
+    """
     taken = state.taken
     data: dict[str, Any] = {
         "format": FORMAT, "version": VERSION, "config": config, "epoch": state.epoch,
@@ -66,7 +70,7 @@ def write_checkpoint(path: Path, config: dict, params: torch.Tensor, optimizer: 
         "snapshot_epochs": torch.tensor([e for e, _ in taken], dtype=torch.int64),
         "snapshots": torch.stack([f.cpu() for _, f in taken]) if taken else params.new_zeros((0, len(params))).cpu(),
         "diverged": {int(r): int(e) for r, e in state.diverged.items()}, "checked": state.checked,
-        "seconds": float(seconds), "resumed_at": list(resumed_at), "provenance": provenance(),
+        "seconds": float(seconds), "resumed_at": list(resumed_at), "provenance": json.loads(json.dumps(writer if writer is not None else provenance(), default=str)),
     }
     buf = io.BytesIO()
     torch.save(data, buf)

@@ -1,0 +1,161 @@
+"""Crash-safe training: a batch killed with SIGKILL, or stopped with SIGTERM, and then resumed
+from its checkpoint writes the same records as the uninterrupted batch, bit for bit (float64,
+CPU, one thread in every process)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import condlab
+from condlab._checkpoint import read_checkpoint
+
+# long enough that a kill lands mid-run (a few seconds), with dropout and per-run weight decay
+# so that generator and optimizer state must both survive the restart
+CONFIG = {
+    "name": "ckpt",
+    "data": {"n": 30, "d": 2},
+    "model": {"width": 20, "init_std": [0.05], "dropout": [0.0, 0.2]},
+    "train": {"optimizer": "adamw", "lr": [1e-3], "weight_decay": [0.0, 0.1], "epochs": 3000,
+              "dtype": "float64", "snapshots": "every:250", "seeds": [0, 1],
+              "checkpoint_seconds": 0.1},
+}
+EPOCHS = CONFIG["train"]["epochs"]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def condlab_cli(*args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "condlab", "train", *args, "--no-progress"], env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("cfg") / "ckpt.yaml"
+    path.write_text(yaml.safe_dump(CONFIG))
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(config_file, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("ref") / "b"
+    proc = condlab_cli(str(config_file), "--out", str(out), "--set", "train.checkpoint_seconds=0")
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    return out
+
+
+def wait_for_checkpoint(proc: subprocess.Popen, path: Path, after: int, timeout: float = 120) -> None:
+    """Wait until the process has written a checkpoint past epoch `after`."""
+    start = time.monotonic()
+    while not (path.is_file() and read_checkpoint(path)["epoch"] > after):
+        assert proc.poll() is None, "training ended before its first checkpoint"
+        assert time.monotonic() - start < timeout
+        time.sleep(0.02)
+
+
+def assert_same_records(a: Path, b: Path) -> None:
+    """Every run: identical loss.csv text, snapshots and status."""
+    batch_a, batch_b = (json.loads((p / "batch.json").read_text()) for p in (a, b))
+    assert [r["dir"] for r in batch_a["runs"]] == [r["dir"] for r in batch_b["runs"]]
+    for run in batch_a["runs"]:
+        ra, rb = condlab.load_run(a / run["dir"]), condlab.load_run(b / run["dir"])
+        assert (a / run["dir"] / "loss.csv").read_text() == (b / run["dir"] / "loss.csv").read_text()
+        np.testing.assert_array_equal(ra.epochs, rb.epochs)
+        for name in ra.weights:
+            assert np.array_equal(ra.weights[name], rb.weights[name]), (run["dir"], name)
+        assert ra.status == rb.status == "complete"
+
+
+def test_sigterm_then_sigkill_then_resume_equals_uninterrupted(config_file, reference, tmp_path):
+    out = tmp_path / "b"
+    # 1. SIGTERM: a clean stop with records of the epochs that ran, and a checkpoint
+    proc = condlab_cli(str(config_file), "--out", str(out))
+    wait_for_checkpoint(proc, out / "checkpoint.pt", after=0)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "--resume" in err
+    batch = json.loads((out / "batch.json").read_text())
+    last = batch["last_epoch"]
+    assert 0 < last < EPOCHS and {r["status"] for r in batch["runs"]} == {"interrupted"}
+    loss = np.loadtxt(out / batch["runs"][-1]["dir"] / "loss.csv", delimiter=",", skiprows=1)
+    assert len(loss) == last + 1 and np.isfinite(loss[:, 1]).all()   # no rows for epochs never run
+    assert read_checkpoint(out)["epoch"] == last + 1
+    # 2. resume, and SIGKILL it after its next checkpoint
+    proc = condlab_cli("--resume", str(out))
+    wait_for_checkpoint(proc, out / "checkpoint.pt", after=last + 1)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=120)
+    killed_at = read_checkpoint(out)["epoch"]
+    assert last + 1 < killed_at < EPOCHS
+    # 3. resume again: the records equal the uninterrupted batch's, bit for bit
+    proc = condlab_cli("--resume", str(out))
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert_same_records(out, reference)
+    assert not (out / "checkpoint.pt").exists()
+    meta = json.loads((out / "seed0-wd0.1-drop0.2" / "meta.json").read_text())
+    assert meta["resumed_at"] == [last + 1, killed_at] and meta["status"] == "complete"
+
+
+def test_complete_batch_keeps_no_checkpoint(tmp_path):
+    cfg = condlab.Config.from_dict({**CONFIG, "train": {**CONFIG["train"], "epochs": 30,
+                                                        "checkpoint_seconds": 1e-9}})
+    condlab.train(cfg, out=tmp_path / "b", progress=False)
+    assert not (tmp_path / "b" / "checkpoint.pt").exists() and (tmp_path / "b" / "batch.json").exists()
+
+
+def test_resume_refuses_finished_damaged_or_conflicting(reference, tmp_path):
+    from condlab._cli import main
+
+    assert main(["train", "--resume", str(reference)]) == 2
+    damaged = tmp_path / "d"
+    damaged.mkdir()
+    (damaged / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    assert main(["train", "--resume", str(damaged)]) == 2
+    assert main(["train", "--resume", str(reference), "--set", "train.lr=1"]) == 2
+
+
+def test_resume_messages(reference, tmp_path, capsys):
+    from condlab._cli import main
+
+    main(["train", "--resume", str(reference)])
+    assert "nothing to resume" in capsys.readouterr().err
+    (tmp_path / "checkpoint.pt").write_bytes(b"garbage")
+    main(["train", "--resume", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "damaged" in err and "checkpoint.pt" in err and len(err.strip().splitlines()) == 1
+
+
+def test_in_process_resume_from_a_checkpoint_equals_uninterrupted(tmp_path, monkeypatch):
+    """A checkpoint written mid-run, resumed in the same process (same threads), is exact."""
+    import condlab._checkpoint as ckpt
+
+    cfg = condlab.Config.from_dict({**CONFIG, "train": {**CONFIG["train"], "epochs": 300,
+                                                        "snapshots": "every:50", "checkpoint_seconds": 1e-9}})
+    full = condlab.train(cfg, progress=False)
+    saved = []
+    original = ckpt.write_checkpoint
+
+    def keep_first(path, *args, **kwargs):
+        if not saved:
+            original(path, *args, **kwargs)
+            saved.append(path.read_bytes())
+
+    monkeypatch.setattr("condlab._api.write_checkpoint", keep_first)
+    condlab.train(cfg, out=tmp_path / "a", progress=False)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "checkpoint.pt").write_bytes(saved[0])
+    assert 0 < read_checkpoint(tmp_path / "b")["epoch"] < 300
+    resumed = condlab.resume(tmp_path / "b", progress=False)
+    for a, b in zip(full, resumed, strict=True):
+        assert np.array_equal(a.loss, b.loss) and np.array_equal(a.epochs, b.epochs)
+        assert all(np.array_equal(a.weights[k], b.weights[k]) for k in a.weights)
