@@ -135,7 +135,8 @@ def test_batched_optimizer_equals_torch_optim(name, nesterov, arch_name):
     specs = [RunSpec(seed, std, lr, wd, mu) for seed, std, lr, wd, mu in rows]
     net, inits, refs, _, _ = train_both(arch, x, y, specs, name, nesterov)
     worst = assert_equal_runs(net, inits, refs)
-    print(f"{name}{'+nesterov' if nesterov else ''} {arch_name}: max deviation {worst:.2e} of the weight scale")
+    label = name + ("+nesterov" if nesterov else "")
+    print(f"{label} {arch_name}: max deviation {worst:.2e} of the weight scale")
 
 
 def test_registry_is_the_only_place_names_live():
@@ -257,7 +258,8 @@ def direct_replay(history, p, coef, name, lr, init_std, until, n_neurons, eps, w
             n = len(e)
             with torch.no_grad():
                 proj = [float(w @ x[i]) for i in range(n)]
-                gw = sum(e[i] * proj[i] ** (p - 1) * x[i] for i in range(n)) * coef / math.factorial(p - 1) * a / n
+                gw = sum(e[i] * proj[i] ** (p - 1) * x[i] for i in range(n))
+                gw = gw * coef / math.factorial(p - 1) * a / n
                 ga = sum(e[i] * proj[i] ** p for i in range(n)) * coef / math.factorial(p) / n
             w.grad, a.grad = gw.clone(), ga.reshape(1).clone()
             opt.step()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,14 +13,21 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ._checkpoint import CheckpointError, StopRequests, checkpoint_path, read_checkpoint, write_checkpoint
+from ._checkpoint import (
+    StopRequests,
+    checkpoint_path,
+    read_checkpoint,
+    restore_checkpoint,
+    write_checkpoint,
+)
 from ._config import Config, ConfigError, snapshot_epochs
 from ._data import make_dataset
 from ._dropout import Dropout
 from ._io import atomic_write_json, provenance
 from ._models import Architecture, BatchedNet, init_weights
+from ._optim import Optimizer
 from ._records import Run, RunResult, RunSpec, write_run
-from ._training import BatchOutcome, LoopState, initial_stage_end, make_optimizer, train_batch
+from ._training import BatchOutcome, initial_stage_end, make_optimizer, train_batch
 
 
 def resolve_device(name: str) -> torch.device:
@@ -102,7 +110,21 @@ def resume(out: str | Path, *, progress: bool | None = None) -> RunResult:
     return _run_batch(Config.from_dict(saved["config"]), Path(out), progress, saved)
 
 
-def _run_batch(cfg: Config, out: Path | None, progress: bool | None, saved: dict | None) -> RunResult:
+@dataclass
+class _Batch:
+    """Everything one batch trains: its runs, data, network, optimizer and dropout."""
+
+    cfg: Config
+    specs: list[RunSpec]
+    dataset: Any
+    net: BatchedNet
+    opt: Optimizer
+    dropout: Dropout | None
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+def _build(cfg: Config) -> _Batch:
     t = cfg.train
     specs = run_specs(cfg)
     dataset = make_dataset(cfg.data)
@@ -110,44 +132,49 @@ def _run_batch(cfg: Config, out: Path | None, progress: bool | None, saved: dict
         raise ConfigError(f"model.d_out={cfg.model.d_out}, but data.source='{cfg.data.source}' "
                           f"has {dataset.y.shape[1]} outputs: set model.d_out={dataset.y.shape[1]}")
     arch = Architecture.from_config(cfg.model, dataset.config.d)
-    device = resolve_device(t.device)
-    dtype = getattr(torch, t.dtype)
+    device, dtype = resolve_device(t.device), getattr(torch, t.dtype)
     net = BatchedNet(arch, len(specs), dtype, device)
     for r, spec in enumerate(specs):
         net.load(r, init_weights(arch, spec.seed, spec.init_std))
-    opt = make_optimizer(t.optimizer, net, specs, beta1=t.beta1, beta2=t.beta2, eps=t.eps, nesterov=t.nesterov)
+    opt = make_optimizer(t.optimizer, net, specs, beta1=t.beta1, beta2=t.beta2, eps=t.eps,
+                         nesterov=t.nesterov)
     dropout = Dropout.of([s.dropout for s in specs], [s.seed for s in specs], dtype, device)
-    state, before, resumed_at = None, 0.0, []
-    if saved is not None:
-        state = restore(saved, net, opt, dropout)
-        before, resumed_at = saved["seconds"], saved["resumed_at"] + [state.epoch]
     x = torch.as_tensor(dataset.x, dtype=dtype, device=device)
     y = torch.as_tensor(dataset.y, dtype=dtype, device=device)
+    return _Batch(cfg, specs, dataset, net, opt, dropout, x, y)
+
+
+def _run_batch(cfg: Config, out: Path | None, progress: bool | None, saved: dict | None) -> RunResult:
+    t, b = cfg.train, _build(cfg)
+    state, before, resumed_at = None, 0.0, []
+    if saved is not None:
+        state = restore_checkpoint(saved, b.net, b.opt, b.dropout)
+        before, resumed_at = saved["seconds"], saved["resumed_at"] + [state.epoch]
     show = sys.stderr.isatty() if progress is None else progress
     start, writer = time.perf_counter(), provenance()
 
     def save(loop_state, optimizer, drop) -> None:
-        write_checkpoint(checkpoint_path(out), cfg.to_dict(), net.flat, optimizer.state_dict(),
+        write_checkpoint(checkpoint_path(out), cfg.to_dict(), b.net.flat, optimizer.state_dict(),
                          drop.state_dict() if drop is not None else None, loop_state,
                          before + time.perf_counter() - start, resumed_at, writer)
 
     with StopRequests() as stop, tqdm(total=t.epochs, initial=state.epoch if state else 0,
                                       disable=not show, unit="epoch", leave=False,
-                                      desc=f"{cfg.name}: {len(specs)} runs", mininterval=0.5) as bar:
+                                      desc=f"{cfg.name}: {len(b.specs)} runs", mininterval=0.5) as bar:
         outcome = train_batch(
-            net, x, y, specs, optimizer=opt, epochs=t.epochs, dropout=dropout, state=state,
+            b.net, b.x, b.y, b.specs, optimizer=b.opt, epochs=t.epochs, dropout=b.dropout, state=state,
             snapshot_at=snapshot_epochs(t.snapshots, t.epochs), eps=t.eps, progress=bar,
             checkpoint=save if out is not None else None, checkpoint_seconds=t.checkpoint_seconds,
             should_stop=stop,
         )
     seconds = before + time.perf_counter() - start
-    common = {"batch_runs": len(specs), "device": str(device), "dtype": t.dtype,
+    common = {"batch_runs": len(b.specs), "device": str(b.net.flat.device), "dtype": t.dtype,
               "optimizer": t.optimizer, "last_epoch": outcome.last_epoch,
               "seconds": seconds, "provenance": writer}
     if resumed_at:
         common["resumed_at"] = resumed_at
-    data_cfg = dataclasses.asdict(dataset.config)
-    runs = [_make_run(cfg, data_cfg, spec, r, outcome, dataset, common) for r, spec in enumerate(specs)]
+    data_cfg = dataclasses.asdict(b.dataset.config)
+    runs = [_make_run(cfg, data_cfg, spec, r, outcome, b.dataset, common) for r, spec in enumerate(b.specs)]
     result = RunResult(cfg, runs, out, seconds)
     if out is not None:
         _write_batch(result, cfg, common)
@@ -191,25 +218,6 @@ def _write_batch(result: RunResult, cfg: Config, common: dict) -> None:
                   "final_loss": _finite(run.loss[common["last_epoch"]])} for run in result.runs],
         **common,
     })
-
-
-def restore(saved: dict, net: BatchedNet, opt, dropout: Dropout | None) -> LoopState:
-    """Load a checkpoint's parameters, optimizer and dropout states; -> the loop state to continue."""
-    if saved["params"].shape != net.flat.shape:
-        raise CheckpointError(f"checkpoint parameters {tuple(saved['params'].shape)} do not fit this "
-                              f"network {tuple(net.flat.shape)}")
-    net.flat.copy_(saved["params"])
-    opt.load_state_dict(saved["optimizer"])
-    if dropout is not None:
-        dropout.load_state_dict(saved["dropout"])
-    epochs = net.flat.new_empty(0)  # device and dtype of the training
-    loss = torch.full((saved["config"]["train"]["epochs"] + 1, net.runs), float("nan"),
-                      dtype=epochs.dtype, device=epochs.device)
-    loss[: saved["epoch"]] = saved["loss"].to(loss)
-    taken = [(int(e), flat.to(net.flat)) for e, flat in zip(saved["snapshot_epochs"], saved["snapshots"],
-                                                              strict=True)]
-    return LoopState(int(saved["epoch"]), loss, taken, {int(r): int(e) for r, e in saved["diverged"].items()},
-                     int(saved["checked"]))
 
 
 def _finite(value: float) -> float | None:

@@ -35,11 +35,14 @@ import json
 import signal
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ._io import atomic_write_bytes, provenance
+
+if TYPE_CHECKING:
+    from ._training import LoopState
 
 FORMAT, VERSION = "condlab-checkpoint", 1
 FILENAME = "checkpoint.pt"
@@ -63,14 +66,17 @@ def write_checkpoint(path: Path, config: dict, params: torch.Tensor, optimizer: 
     `writer`: the provenance to record (computed once per batch: it runs git).
     """
     taken = state.taken
+    empty = params.new_zeros((0, len(params))).cpu()
+    # plain types only, so that torch.load(weights_only=True) accepts it
+    origin = json.loads(json.dumps(writer if writer is not None else provenance(), default=str))
     data: dict[str, Any] = {
         "format": FORMAT, "version": VERSION, "config": config, "epoch": state.epoch,
         "params": params.detach().cpu(), "optimizer": _cpu(optimizer),
-        "dropout": dropout, "loss": state.loss[: state.epoch].cpu(),
+        "dropout": dropout, "loss": state.loss[: state.epoch].cpu().clone(),
         "snapshot_epochs": torch.tensor([e for e, _ in taken], dtype=torch.int64),
-        "snapshots": torch.stack([f.cpu() for _, f in taken]) if taken else params.new_zeros((0, len(params))).cpu(),
+        "snapshots": torch.stack([f.cpu() for _, f in taken]) if taken else empty,
         "diverged": {int(r): int(e) for r, e in state.diverged.items()}, "checked": state.checked,
-        "seconds": float(seconds), "resumed_at": list(resumed_at), "provenance": json.loads(json.dumps(writer if writer is not None else provenance(), default=str)),
+        "seconds": float(seconds), "resumed_at": list(resumed_at), "provenance": origin,
     }
     buf = io.BytesIO()
     torch.save(data, buf)
@@ -82,7 +88,8 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     file = checkpoint_path(path)
     if not file.is_file():
         where = Path(path)
-        done = " (its batch completed: a finished batch keeps no checkpoint)" if (where / "batch.json").is_file() else ""
+        finished = (where / "batch.json").is_file()
+        done = " (its batch completed: a finished batch keeps no checkpoint)" if finished else ""
         raise CheckpointError(f"nothing to resume in '{where}': no {FILENAME}{done}")
     try:
         data = torch.load(file, map_location="cpu", weights_only=True)
@@ -95,6 +102,29 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint '{file}' has version {data.get('version')}; "
                               f"this condlab reads version {VERSION}")
     return data
+
+
+def restore_checkpoint(saved: dict, net, opt, dropout) -> LoopState:
+    """Load a checkpoint's parameters, optimizer and dropout states into a freshly built batch
+    (BatchedNet, Optimizer, Dropout or None); -> the loop state to continue ``train_batch`` from."""
+    from ._training import LoopState
+
+    if saved["params"].shape != net.flat.shape:
+        raise CheckpointError(f"checkpoint parameters {tuple(saved['params'].shape)} do not fit "
+                              f"this network {tuple(net.flat.shape)}")
+    if (saved["dropout"] is None) != (dropout is None):
+        raise CheckpointError("checkpoint and config disagree on dropout")
+    net.flat.copy_(saved["params"])
+    opt.load_state_dict(saved["optimizer"])
+    if dropout is not None:
+        dropout.load_state_dict(saved["dropout"])
+    state = LoopState.start(net, saved["config"]["train"]["epochs"])
+    state.epoch, state.checked = int(saved["epoch"]), int(saved["checked"])
+    state.loss[: state.epoch] = saved["loss"].to(state.loss)
+    state.taken = [(int(e), flat.to(net.flat)) for e, flat in
+                   zip(saved["snapshot_epochs"], saved["snapshots"], strict=True)]
+    state.diverged = {int(r): int(e) for r, e in saved["diverged"].items()}
+    return state
 
 
 def _cpu(obj: Any) -> Any:

@@ -41,7 +41,8 @@ class Dropout:
         self._work: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
     @staticmethod
-    def of(q: Sequence[float], seeds: Sequence[int], dtype: torch.dtype, device: torch.device) -> Dropout | None:
+    def of(q: Sequence[float], seeds: Sequence[int], dtype: torch.dtype,
+           device: torch.device) -> Dropout | None:
         """A Dropout, or None when no run drops anything (then training skips it entirely)."""
         return Dropout(q, seeds, dtype, device) if any(v > 0 for v in q) else None
 

@@ -158,7 +158,8 @@ def train_batch(
     opt = optimizer if isinstance(optimizer, Optimizer) else make_optimizer(
         optimizer, net, specs, beta1=beta1, beta2=beta2, eps=eps, nesterov=nesterov)
     if dropout is None:
-        dropout = Dropout.of([s.dropout for s in specs], [s.seed for s in specs], net.flat.dtype, net.flat.device)
+        dropout = Dropout.of([s.dropout for s in specs], [s.seed for s in specs], net.flat.dtype,
+                             net.flat.device)
     state = state if state is not None else LoopState.start(net, epochs)
     wanted, interrupted, epoch = set(snapshot_at), False, state.epoch
     if fresh:
@@ -180,7 +181,8 @@ def train_batch(
             if progress is not None:
                 progress.update(1)
             stop = should_stop is not None and should_stop()
-            if checkpoint is not None and (stop or (checkpoint_seconds > 0 and time.monotonic() >= next_save)):
+            due = checkpoint_seconds > 0 and time.monotonic() >= next_save
+            if checkpoint is not None and (stop or due):
                 checkpoint(state, opt, dropout)
                 next_save = time.monotonic() + checkpoint_seconds
             if stop:   # clean: the checkpoint above holds the uninterrupted trajectory
