@@ -162,6 +162,8 @@ def test_weight_decay_sweep_is_one_batch_with_unique_names(tmp_path):
     back = condlab.load_run(result[3].path)
     assert back.spec == result[3].spec and back.spec.weight_decay == 0.01 and back.spec.dropout == 0.25
     assert back.config.train.weight_decay == [0.01] and back.config.model.dropout == [0.25]
+    with pytest.raises(ConfigError, match="repeated"):   # two runs would share one name
+        cfg.with_overrides(["train.lr=[1e-3, 0.001]"])
 
 
 def test_old_records_without_new_fields_still_load(tmp_path):

@@ -280,6 +280,10 @@ def validate(cfg: Config) -> Config:
     _check(0 <= t.beta1 < 1 and 0 <= t.beta2 < 1, "train.beta1 and train.beta2 must lie in [0, 1)")
     _check(t.eps >= 0, f"train.eps={t.eps} is not accepted: it must be >= 0")
     _check(len(set(t.seeds)) == len(t.seeds), f"train.seeds={t.seeds} has repeated seeds")
+    for key, values in (("model.init_std", m.init_std), ("model.dropout", m.dropout), ("train.lr", t.lr),
+                        ("train.weight_decay", t.weight_decay), ("train.momentum", t.momentum)):
+        # each value is one run per seed, named by its value: a repeat would be trained twice
+        _check(len(set(values)) == len(values), f"{key}={values} has repeated values")
     snapshot_epochs(t.snapshots, t.epochs)  # raises on a bad spec
     return cfg
 
