@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 import condlab
@@ -44,11 +45,16 @@ def config_file(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def reference(config_file, tmp_path_factory) -> Path:
+def reference(tmp_path_factory) -> Path:
+    """The uninterrupted batch, trained here on one thread like the subprocesses (bit-identical
+    to a `condlab train` subprocess with OMP_NUM_THREADS=1; checked when this test was written)."""
     out = tmp_path_factory.mktemp("ref") / "b"
-    proc = condlab_cli(str(config_file), "--out", str(out), "--set", "train.checkpoint_seconds=0")
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        condlab.train(CONFIG, out=out, progress=False)
+    finally:
+        torch.set_num_threads(threads)
     return out
 
 
