@@ -16,7 +16,7 @@ import torch
 import yaml
 
 import condlab
-from condlab._checkpoint import read_checkpoint
+from condlab._checkpoint import read_checkpoint, write_checkpoint
 
 # long enough that a kill lands mid-run (a few seconds), with dropout and per-run weight decay
 # so that generator and optimizer state must both survive the restart
@@ -141,27 +141,40 @@ def test_resume_messages(reference, tmp_path, capsys):
     assert "damaged" in err and "checkpoint.pt" in err and len(err.strip().splitlines()) == 1
 
 
-def test_in_process_resume_from_a_checkpoint_equals_uninterrupted(tmp_path, monkeypatch):
-    """A checkpoint written mid-run, resumed in the same process (same threads), is exact."""
-    import condlab._checkpoint as ckpt
+DIVERGING = {  # run 2 diverges before epoch 60 and is frozen at the check of epoch 100
+    "data": {"n": 20, "d": 2},
+    "model": {"width": 8, "init_std": [0.5], "activations": ["x2tanh"]},
+    "train": {"optimizer": "sgd", "lr": [1e-3, 50.0], "momentum": [0.0, 0.5], "epochs": 300,
+              "snapshots": "every:20", "dtype": "float64", "checkpoint_seconds": 1e-9},
+}
 
-    cfg = condlab.Config.from_dict({**CONFIG, "train": {**CONFIG["train"], "epochs": 300,
-                                                        "snapshots": "every:50", "checkpoint_seconds": 1e-9}})
+
+@pytest.mark.parametrize("raw,at", [
+    ({**CONFIG, "train": {**CONFIG["train"], "epochs": 300, "snapshots": "every:50",
+                          "checkpoint_seconds": 1e-9}}, 120),
+    (DIVERGING, 150),
+])
+def test_in_process_resume_from_a_checkpoint_equals_uninterrupted(raw, at, tmp_path, monkeypatch):
+    """A checkpoint written mid-run (after `at` epochs), resumed in the same process, is exact:
+    with dropout and weight decay, and with a diverged run frozen before the checkpoint."""
+    cfg = condlab.Config.from_dict(raw)
     full = condlab.train(cfg, progress=False)
-    saved = []
-    original = ckpt.write_checkpoint
+    kept = []
 
-    def keep_first(path, *args, **kwargs):
-        if not saved:
-            original(path, *args, **kwargs)
-            saved.append(path.read_bytes())
+    def keep_one(path, config, params, optimizer, dropout, state, *args):
+        if state.epoch == at:
+            write_checkpoint(path, config, params, optimizer, dropout, state, *args)
+            kept.append(path.read_bytes())
 
-    monkeypatch.setattr("condlab._api.write_checkpoint", keep_first)
+    monkeypatch.setattr("condlab._api.write_checkpoint", keep_one)
     condlab.train(cfg, out=tmp_path / "a", progress=False)
+    monkeypatch.undo()
     (tmp_path / "b").mkdir()
-    (tmp_path / "b" / "checkpoint.pt").write_bytes(saved[0])
-    assert 0 < read_checkpoint(tmp_path / "b")["epoch"] < 300
+    (tmp_path / "b" / "checkpoint.pt").write_bytes(kept[0])
     resumed = condlab.resume(tmp_path / "b", progress=False)
     for a, b in zip(full, resumed, strict=True):
-        assert np.array_equal(a.loss, b.loss) and np.array_equal(a.epochs, b.epochs)
+        assert a.status == b.status and a.diverged_epoch == b.diverged_epoch
+        np.testing.assert_array_equal(a.loss, b.loss)
+        np.testing.assert_array_equal(a.epochs, b.epochs)
         assert all(np.array_equal(a.weights[k], b.weights[k]) for k in a.weights)
+    assert [r.status for r in resumed][-1] == ("diverged" if raw is DIVERGING else "complete")
