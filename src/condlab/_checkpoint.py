@@ -88,9 +88,7 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     file = checkpoint_path(path)
     if not file.is_file():
         where = Path(path)
-        finished = (where / "batch.json").is_file()
-        done = " (its batch completed: a finished batch keeps no checkpoint)" if finished else ""
-        raise CheckpointError(f"nothing to resume in '{where}': no {FILENAME}{done}")
+        raise CheckpointError(f"nothing to resume in '{where}': no {FILENAME}{_why_none(where)}")
     try:
         data = torch.load(file, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 -- any unreadable file gets the same one-line message
@@ -125,6 +123,18 @@ def restore_checkpoint(saved: dict, net, opt, dropout) -> LoopState:
                    zip(saved["snapshot_epochs"], saved["snapshots"], strict=True)]
     state.diverged = {int(r): int(e) for r, e in saved["diverged"].items()}
     return state
+
+
+def _why_none(out: Path) -> str:
+    """Why a folder has no checkpoint, from its batch.json (if any)."""
+    try:
+        statuses = {r["status"] for r in json.loads((out / "batch.json").read_text())["runs"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    if "interrupted" in statuses:
+        return (" (the batch was stopped before its first checkpoint, see train.checkpoint_seconds: "
+                "train it again)")
+    return " (its batch completed: a finished batch keeps no checkpoint)"
 
 
 def _cpu(obj: Any) -> Any:
