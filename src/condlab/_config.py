@@ -4,8 +4,9 @@ Conventions (written down once, here and in docs/conventions.md):
 
 * ``model.init_std`` is the STANDARD DEVIATION of the Gaussian initialization of every
   parameter. The paper's ``N(0, var)`` with ``var = 0.005**2`` is ``init_std = 0.005``.
-* Sweeps: ``train.seeds``, ``train.lr`` and ``model.init_std`` are lists; the batch trains
-  every combination (seed x init_std x lr), all runs as one batched computation.
+* Sweeps: ``train.seeds``, ``model.init_std``, ``train.lr``, ``train.weight_decay``,
+  ``train.momentum`` and ``model.dropout`` are lists; the batch trains every combination
+  (in that order), all runs as one batched computation.
 * ``train.snapshots`` is a list of epochs, or ``"log:K"`` (K log-spaced epochs between 1
   and ``epochs``), or ``"every:K"`` (every K epochs). Epoch 0 (the initialization) and the
   last epoch are always recorded. "Epoch e" means the parameters after e full-batch updates.
