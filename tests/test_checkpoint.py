@@ -18,8 +18,8 @@ import yaml
 import condlab
 from condlab._checkpoint import read_checkpoint, write_checkpoint
 
-# long enough that a kill lands mid-run (a few seconds), with dropout and per-run weight decay
-# so that generator and optimizer state must both survive the restart
+# with dropout and per-run weight decay, so that generator and optimizer state must both
+# survive the restart; `long_config` sets the epochs so that a kill lands mid-run
 CONFIG = {
     "name": "ckpt",
     "data": {"n": 30, "d": 2},
@@ -28,7 +28,6 @@ CONFIG = {
               "dtype": "float64", "snapshots": "every:250", "seeds": [0, 1],
               "checkpoint_seconds": 0.1},
 }
-EPOCHS = CONFIG["train"]["epochs"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
@@ -37,24 +36,40 @@ def condlab_cli(*args: str, **kwargs) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
 
+def one_thread(fn):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return fn()
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
-def config_file(tmp_path_factory) -> Path:
+def long_config() -> dict:
+    """CONFIG with about 1.5 s of training on this machine (at least 3000 epochs): a signal sent
+    after the first checkpoints (0.1 s apart) then lands mid-run on slow and fast machines."""
+    short = {**CONFIG, "train": {**CONFIG["train"], "epochs": 300, "checkpoint_seconds": 0}}
+    start = time.perf_counter()
+    one_thread(lambda: condlab.train(short, progress=False))
+    per_epoch = (time.perf_counter() - start) / 300
+    epochs = int(min(max(1.5 / per_epoch, 3000), 60000)) // 250 * 250
+    return {**CONFIG, "train": {**CONFIG["train"], "epochs": epochs}}
+
+
+@pytest.fixture(scope="module")
+def config_file(long_config, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("cfg") / "ckpt.yaml"
-    path.write_text(yaml.safe_dump(CONFIG))
+    path.write_text(yaml.safe_dump(long_config))
     return path
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Path:
+def reference(long_config, tmp_path_factory) -> Path:
     """The uninterrupted batch, trained here on one thread like the subprocesses (bit-identical
     to a `condlab train` subprocess with OMP_NUM_THREADS=1; checked when this test was written)."""
     out = tmp_path_factory.mktemp("ref") / "b"
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        condlab.train(CONFIG, out=out, progress=False)
-    finally:
-        torch.set_num_threads(threads)
+    one_thread(lambda: condlab.train(long_config, out=out, progress=False))
     return out
 
 
@@ -80,8 +95,9 @@ def assert_same_records(a: Path, b: Path) -> None:
         assert ra.status == rb.status == "complete"
 
 
-def test_sigterm_then_sigkill_then_resume_equals_uninterrupted(config_file, reference, tmp_path):
-    out = tmp_path / "b"
+def test_sigterm_then_sigkill_then_resume_equals_uninterrupted(long_config, config_file, reference,
+                                                               tmp_path):
+    out, epochs = tmp_path / "b", long_config["train"]["epochs"]
     # 1. SIGTERM: a clean stop with records of the epochs that ran, and a checkpoint
     proc = condlab_cli(str(config_file), "--out", str(out))
     wait_for_checkpoint(proc, out / "checkpoint.pt", after=0)
@@ -91,7 +107,7 @@ def test_sigterm_then_sigkill_then_resume_equals_uninterrupted(config_file, refe
     assert "--resume" in err
     batch = json.loads((out / "batch.json").read_text())
     last = batch["last_epoch"]
-    assert 0 < last < EPOCHS and {r["status"] for r in batch["runs"]} == {"interrupted"}
+    assert 0 < last < epochs and {r["status"] for r in batch["runs"]} == {"interrupted"}
     loss = np.loadtxt(out / batch["runs"][-1]["dir"] / "loss.csv", delimiter=",", skiprows=1)
     assert len(loss) == last + 1 and np.isfinite(loss[:, 1]).all()   # no rows for epochs never run
     assert read_checkpoint(out)["epoch"] == last + 1
@@ -101,7 +117,7 @@ def test_sigterm_then_sigkill_then_resume_equals_uninterrupted(config_file, refe
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=120)
     killed_at = read_checkpoint(out)["epoch"]
-    assert last + 1 < killed_at < EPOCHS
+    assert last + 1 < killed_at < epochs
     # 3. resume again: the records equal the uninterrupted batch's, bit for bit
     proc = condlab_cli("--resume", str(out))
     _, err = proc.communicate(timeout=300)
