@@ -98,19 +98,30 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from ._api import resume, train
+    from ._api import train
 
-    show = not args.no_progress and sys.stderr.isatty()
     if args.resume:
-        if _resume_conflicts(args):
-            raise ConfigError(f"--resume continues the saved config: drop {_resume_conflicts(args)}")
-        out = Path(args.resume)
-        result = resume(out, progress=show)
-    else:
-        cfg = _load_config(args)
-        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = Path(args.out) if args.out else Path("runs") / f"{cfg.name}-{stamp}"
-        result = train(cfg, out=out, progress=show)
+        return cmd_resume(args)
+    cfg = _load_config(args)
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out) if args.out else Path("runs") / f"{cfg.name}-{stamp}"
+    result = train(cfg, out=out, progress=not args.no_progress and sys.stderr.isatty())
+    return _train_outcome(args, out, result)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """`condlab train --resume DIR`: continue a batch from DIR/checkpoint.pt."""
+    from ._api import resume
+
+    conflicts = _resume_conflicts(args)
+    if conflicts:
+        raise ConfigError(f"--resume continues the saved config: drop {conflicts}")
+    out = Path(args.resume)
+    result = resume(out, progress=not args.no_progress and sys.stderr.isatty())
+    return _train_outcome(args, out, result)
+
+
+def _train_outcome(args: argparse.Namespace, out: Path, result) -> int:
     if args.json:
         print((out / "batch.json").read_text())
     else:
