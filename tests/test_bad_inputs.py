@@ -121,7 +121,7 @@ CASES = [
     ("set-negative-lr", ["train", *TINY, "--set", "train.lr=-1"], 2, ["train.lr=-1", "> 0"], ""),
     ("set-duplicate-lr", ["train", *TINY, "--set", "train.lr=[1e-3,0.001]"], 2,
      ["train.lr", "repeated values"], ""),
-    ("set-optimizer", ["train", *TINY, "--set", "train.optimizer=sgd"], 2, ["'sgd'", "adam"], ""),
+    ("set-optimizer", ["train", *TINY, "--set", "train.optimizer=lbfgs"], 2, ["'lbfgs'", "adam"], ""),
     ("seeds-text", ["train", *TINY, "--seeds", "abc"], 2, ["--seeds 'abc'", "range"], ""),
     ("seeds-zero", ["train", *TINY, "--seeds", "0"], 2, ["--seeds 0", ">= 1"], ""),
     ("seeds-empty-range", ["train", *TINY, "--seeds", "5-2"], 2, ["train.seeds", "empty"], ""),

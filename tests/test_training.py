@@ -36,7 +36,7 @@ class Reference(nn.Module):
         h = x
         for k, lin in enumerate(self.hidden):
             z = self.arch.activations[k].fn(lin(h))
-            h = z + h if (self.arch.residual and k > 0) else z
+            h = z + h if (self.arch.name == "residual" and k > 0) else z
         return self.out(h)
 
     def flat_weights(self) -> list[torch.Tensor]:

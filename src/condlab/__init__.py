@@ -3,6 +3,7 @@
 Public API (everything else lives in private modules and may change):
 
     condlab.train(config, out=...)   -> RunResult     batched training, run records on disk
+    condlab.resume(out)              -> RunResult     continue a killed batch from its checkpoint
     condlab.load_run(path)           -> Run           read a run directory back
     condlab.preset("fig3")           -> Config        the paper's caption settings
     condlab.get_activation("xtanh")  -> Activation    with its computed multiplicity p
@@ -17,7 +18,7 @@ from ._activations import (
     list_activations,
     register_activation,
 )
-from ._api import train
+from ._api import resume, train
 from ._config import Config, ConfigError, DataConfig, ModelConfig, TrainConfig
 from ._data import Dataset, make_dataset
 from ._models import Architecture, BatchedNet, FCNet, init_weights
@@ -50,5 +51,6 @@ __all__ = [
     "make_dataset",
     "preset",
     "register_activation",
+    "resume",
     "train",
 ]

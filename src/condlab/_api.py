@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +13,21 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ._checkpoint import (
+    StopRequests,
+    checkpoint_path,
+    read_checkpoint,
+    restore_checkpoint,
+    write_checkpoint,
+)
 from ._config import Config, ConfigError, snapshot_epochs
 from ._data import make_dataset
+from ._dropout import Dropout
 from ._io import atomic_write_json, provenance
 from ._models import Architecture, BatchedNet, init_weights
+from ._optim import Optimizer
 from ._records import Run, RunResult, RunSpec, write_run
-from ._training import BatchOutcome, initial_stage_end, train_batch
+from ._training import BatchOutcome, initial_stage_end, make_optimizer, train_batch
 
 
 def resolve_device(name: str) -> torch.device:
@@ -36,25 +46,33 @@ def resolve_device(name: str) -> torch.device:
 
 
 def run_specs(cfg: Config) -> list[RunSpec]:
-    """Every (seed, init_std, lr) combination of the config, in a fixed order."""
-    return [RunSpec(seed, std, lr) for seed in cfg.train.seeds
-            for std in cfg.model.init_std for lr in cfg.train.lr]
+    """Every (seed, init_std, lr, weight_decay, momentum, dropout) combination, in a fixed order."""
+    t, m = cfg.train, cfg.model
+    return [RunSpec(seed, std, lr, wd, mu, q) for seed in t.seeds for std in m.init_std for lr in t.lr
+            for wd in t.weight_decay for mu in t.momentum for q in m.dropout]
+
+
+# (RunSpec field, config list it comes from, name prefix): a field appears in the directory
+# name when its list has several values, so distinct settings never share a name
+_SWEPT = (("init_std", "model.init_std", "std"), ("lr", "train.lr", "lr"),
+          ("weight_decay", "train.weight_decay", "wd"), ("momentum", "train.momentum", "mom"),
+          ("dropout", "model.dropout", "drop"))
 
 
 def run_name(cfg: Config, spec: RunSpec) -> str:
     """Directory name of a run: the seed, plus whatever else the batch sweeps."""
     name = f"seed{spec.seed}"
-    if len(cfg.model.init_std) > 1:
-        name += f"-std{_number(spec.init_std)}"
-    if len(cfg.train.lr) > 1:
-        name += f"-lr{_number(spec.lr)}"
+    for field, key, prefix in _SWEPT:
+        section, option = key.split(".")
+        if len(getattr(getattr(cfg, section), option)) > 1:
+            name += f"-{prefix}{_short(getattr(spec, field))}"
     return name
 
 
-def _number(value: float) -> str:
-    """Short form (%g) when it names the value exactly, else repr: distinct values, distinct names."""
-    short = f"{value:g}"
-    return short if float(short) == value else repr(float(value))
+def _short(value: float) -> str:
+    """'%g' when it identifies the value exactly, else the shortest exact repr."""
+    text = f"{value:g}"
+    return text if float(text) == value else repr(value)
 
 
 def _as_config(config: Config | dict | str | Path) -> Config:
@@ -76,15 +94,46 @@ def train(
     """Train every run of `config` as one batched computation; write run directories to `out`.
 
     Returns the runs in memory either way. `progress` shows a bar (default: when stderr is a
-    terminal). Runs that diverge or an interrupted batch are recorded with their status.
+    terminal). Runs that diverge or an interrupted batch (SIGINT, SIGTERM) are recorded with
+    their status. With `out`, a checkpoint is kept there every ``train.checkpoint_seconds``
+    until the batch completes, so a killed batch can be continued with ``resume(out)``.
     """
-    from ._guards import check_memory, check_writable
+    from ._guards import check_writable
 
     cfg = _as_config(config)
-    t = cfg.train
-    specs = run_specs(cfg)
     if out is not None:
         check_writable(Path(out))  # before any training, not after it
+    return _run_batch(cfg, Path(out) if out is not None else None, progress, None)
+
+
+def resume(out: str | Path, *, progress: bool | None = None) -> RunResult:
+    """Continue the interrupted or killed batch whose checkpoint is in folder `out`.
+
+    The records written equal those of the uninterrupted batch (bit for bit in float64 on CPU).
+    """
+    saved = read_checkpoint(out)
+    return _run_batch(Config.from_dict(saved["config"]), Path(out), progress, saved)
+
+
+@dataclass
+class _Batch:
+    """Everything one batch trains: its runs, data, network, optimizer and dropout."""
+
+    cfg: Config
+    specs: list[RunSpec]
+    dataset: Any
+    net: BatchedNet
+    opt: Optimizer
+    dropout: Dropout | None
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+def _build(cfg: Config) -> _Batch:
+    from ._guards import check_memory
+
+    t = cfg.train
+    specs = run_specs(cfg)
     synthetic = cfg.data.source == "synthetic"
     if synthetic:  # sizes known before sampling: refuse what cannot fit before allocating it
         check_memory(cfg, cfg.data.n, cfg.data.d, cfg.model.d_out)
@@ -95,31 +144,54 @@ def train(
         raise ConfigError(f"model.d_out={cfg.model.d_out}, but data.source='{cfg.data.source}' "
                           f"has {dataset.y.shape[1]} outputs: set model.d_out={dataset.y.shape[1]}")
     arch = Architecture.from_config(cfg.model, dataset.config.d)
-    device = resolve_device(t.device)
-    dtype = getattr(torch, t.dtype)
+    device, dtype = resolve_device(t.device), getattr(torch, t.dtype)
     net = BatchedNet(arch, len(specs), dtype, device)
     for r, spec in enumerate(specs):
         net.load(r, init_weights(arch, spec.seed, spec.init_std))
+    opt = make_optimizer(t.optimizer, net, specs, beta1=t.beta1, beta2=t.beta2, eps=t.eps,
+                         nesterov=t.nesterov)
+    dropout = Dropout.of([s.dropout for s in specs], [s.seed for s in specs], dtype, device)
     x = torch.as_tensor(dataset.x, dtype=dtype, device=device)
     y = torch.as_tensor(dataset.y, dtype=dtype, device=device)
+    return _Batch(cfg, specs, dataset, net, opt, dropout, x, y)
+
+
+def _run_batch(cfg: Config, out: Path | None, progress: bool | None, saved: dict | None) -> RunResult:
+    t, b = cfg.train, _build(cfg)
+    state, before, resumed_at = None, 0.0, []
+    if saved is not None:
+        state = restore_checkpoint(saved, b.net, b.opt, b.dropout)
+        before, resumed_at = saved["seconds"], saved["resumed_at"] + [state.epoch]
     show = sys.stderr.isatty() if progress is None else progress
-    start = time.perf_counter()
-    with tqdm(total=t.epochs, disable=not show, unit="epoch", leave=False,
-              desc=f"{cfg.name}: {len(specs)} runs", mininterval=0.5) as bar:
+    start, writer = time.perf_counter(), provenance()
+
+    def save(loop_state, optimizer, drop) -> None:
+        write_checkpoint(checkpoint_path(out), cfg.to_dict(), b.net.flat, optimizer.state_dict(),
+                         drop.state_dict() if drop is not None else None, loop_state,
+                         before + time.perf_counter() - start, resumed_at, writer)
+
+    with StopRequests() as stop, tqdm(total=t.epochs, initial=state.epoch if state else 0,
+                                      disable=not show, unit="epoch", leave=False,
+                                      desc=f"{cfg.name}: {len(b.specs)} runs", mininterval=0.5) as bar:
         outcome = train_batch(
-            net, x, y, specs, optimizer=t.optimizer, epochs=t.epochs,
-            snapshot_at=snapshot_epochs(t.snapshots, t.epochs), beta1=t.beta1, beta2=t.beta2,
-            eps=t.eps, progress=bar,
+            b.net, b.x, b.y, b.specs, optimizer=b.opt, epochs=t.epochs, dropout=b.dropout, state=state,
+            snapshot_at=snapshot_epochs(t.snapshots, t.epochs), eps=t.eps, progress=bar,
+            checkpoint=save if out is not None else None, checkpoint_seconds=t.checkpoint_seconds,
+            should_stop=stop,
         )
-    seconds = time.perf_counter() - start
-    common = {"batch_runs": len(specs), "device": str(device), "dtype": t.dtype,
+    seconds = before + time.perf_counter() - start
+    common = {"batch_runs": len(b.specs), "device": str(b.net.flat.device), "dtype": t.dtype,
               "optimizer": t.optimizer, "last_epoch": outcome.last_epoch,
-              "seconds": seconds, "provenance": provenance()}
-    data_cfg = dataclasses.asdict(dataset.config)
-    runs = [_make_run(cfg, data_cfg, spec, r, outcome, dataset, common) for r, spec in enumerate(specs)]
-    result = RunResult(cfg, runs, Path(out) if out is not None else None, seconds)
+              "seconds": seconds, "provenance": writer}
+    if resumed_at:
+        common["resumed_at"] = resumed_at
+    data_cfg = dataclasses.asdict(b.dataset.config)
+    runs = [_make_run(cfg, data_cfg, spec, r, outcome, b.dataset, common) for r, spec in enumerate(b.specs)]
+    result = RunResult(cfg, runs, out, seconds)
     if out is not None:
         _write_batch(result, cfg, common)
+        if not outcome.interrupted:   # complete: nothing left to resume
+            checkpoint_path(out).unlink(missing_ok=True)
     return result
 
 
@@ -128,7 +200,8 @@ def _make_run(cfg: Config, data_cfg: dict, spec: RunSpec, r: int, outcome: Batch
     raw = cfg.to_dict()
     raw["data"] = data_cfg
     raw["train"]["seeds"], raw["train"]["lr"] = [spec.seed], [spec.lr]
-    raw["model"]["init_std"] = [spec.init_std]
+    raw["train"]["weight_decay"], raw["train"]["momentum"] = [spec.weight_decay], [spec.momentum]
+    raw["model"]["init_std"], raw["model"]["dropout"] = [spec.init_std], [spec.dropout]
     run_cfg = Config.from_dict(raw)
     bad = outcome.diverged_epoch[r]
     keep = outcome.epochs < bad if bad is not None else np.ones(len(outcome.epochs), bool)
@@ -151,8 +224,7 @@ def _write_batch(result: RunResult, cfg: Config, common: dict) -> None:
         write_run(run, out / run_name(cfg, spec))
     atomic_write_json(out / "batch.json", {
         "name": cfg.name,
-        "runs": [{"dir": run.path.name, "seed": run.spec.seed, "lr": run.spec.lr,
-                  "init_std": run.spec.init_std, "status": run.status,
+        "runs": [{"dir": run.path.name, **run.spec.to_dict(), "status": run.status,
                   "initial_stage_epoch": run.initial_stage_epoch,
                   "diverged_epoch": run.diverged_epoch,
                   "final_loss": _finite(run.loss[common["last_epoch"]])} for run in result.runs],

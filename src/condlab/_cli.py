@@ -108,14 +108,31 @@ def cmd_train(args: argparse.Namespace) -> int:
     from ._api import train
     from ._guards import check_fresh_out, fresh_dir, remove_stale_runs
 
+    if args.resume:
+        return cmd_resume(args)
     cfg = _load_config(args)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else fresh_dir(Path("runs") / f"{cfg.name}-{stamp}")
-    if not getattr(args, "resume", None):
-        check_fresh_out(out, args.overwrite)
+    check_fresh_out(out, args.overwrite)
     result = train(cfg, out=out, progress=not args.no_progress and sys.stderr.isatty())
     if args.overwrite:
         remove_stale_runs(out, {run.path.name for run in result.runs})
+    return _train_outcome(args, out, result)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """`condlab train --resume DIR`: continue a batch from DIR/checkpoint.pt."""
+    from ._api import resume
+
+    conflicts = _resume_conflicts(args)
+    if conflicts:
+        raise ConfigError(f"--resume continues the saved config: drop {conflicts}")
+    out = Path(args.resume)
+    result = resume(out, progress=not args.no_progress and sys.stderr.isatty())
+    return _train_outcome(args, out, result)
+
+
+def _train_outcome(args: argparse.Namespace, out: Path, result) -> int:
     if args.json:
         print((out / "batch.json").read_text())
     else:
@@ -125,9 +142,19 @@ def cmd_train(args: argparse.Namespace) -> int:
             print(f"condlab: error: run {run.path.name} diverged: loss not finite at epoch "
                   f"{run.diverged_epoch}; snapshots before it are kept", file=sys.stderr)
     if any(r.status == "interrupted" for r in result.runs):
-        print(f"condlab: interrupted; what was recorded is in {out}", file=sys.stderr)
+        print(f"condlab: interrupted; what was recorded is in {out}; continue with "
+              f"`condlab train --resume {out}`", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_DIVERGED if any(r.status == "diverged" for r in result.runs) else 0
+
+
+def _resume_conflicts(args: argparse.Namespace) -> str:
+    """The config options given with --resume (which takes its config from the checkpoint)."""
+    given = [name for name, value in (("a config file", args.config), ("--preset", args.preset),
+                                      ("--set", args.overrides), ("--seeds", args.seeds),
+                                      ("--device", args.device), ("--dtype", args.dtype),
+                                      ("--epochs", args.epochs), ("--out", args.out)) if value]
+    return ", ".join(given)
 
 
 def _run_dirs(path: Path) -> list[Path]:
@@ -318,6 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output directory (default: runs/NAME-TIMESTAMP); must be new or empty")
     p.add_argument("--overwrite", action="store_true",
                    help="write into a non-empty --out, replacing the run folders already there")
+    p.add_argument("--resume", metavar="DIR",
+                   help="continue the interrupted or killed batch in DIR from its checkpoint.pt")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print batch.json instead of the table")
     p.set_defaults(func=cmd_train)

@@ -4,8 +4,9 @@ Conventions (written down once, here and in docs/conventions.md):
 
 * ``model.init_std`` is the STANDARD DEVIATION of the Gaussian initialization of every
   parameter. The paper's ``N(0, var)`` with ``var = 0.005**2`` is ``init_std = 0.005``.
-* Sweeps: ``train.seeds``, ``train.lr`` and ``model.init_std`` are lists; the batch trains
-  every combination (seed x init_std x lr), all runs as one batched computation.
+* Sweeps: ``train.seeds``, ``model.init_std``, ``train.lr``, ``train.weight_decay``,
+  ``train.momentum`` and ``model.dropout`` are lists; the batch trains every combination
+  (in that order), all runs as one batched computation.
 * ``train.snapshots`` is a list of epochs, or ``"log:K"`` (K log-spaced epochs between 1
   and ``epochs``), or ``"every:K"`` (every K epochs). Epoch 0 (the initialization) and the
   last epoch are always recorded. "Epoch e" means the parameters after e full-batch updates.
@@ -24,9 +25,7 @@ from typing import Any
 
 import yaml
 
-OPTIMIZERS = ("adam", "gd")
 DTYPES = ("float32", "float64")
-ARCHS = ("fc", "residual")
 SOURCES = ("synthetic", "mnist", "digits")
 REAL_D = {"mnist": 784, "digits": 64}  # input dimension of the real data sets
 MAX_SNAPSHOTS = 100_000
@@ -74,14 +73,22 @@ class ModelConfig:
     d_out: int = 1
     init_std: list[float] = field(default_factory=lambda: [0.005])
     output_bias: bool = True
+    # probability q of zeroing each hidden unit in training (nn.Dropout semantics, kept units
+    # scaled by 1/(1-q)); per run, so a list sweeps it. Off for the recorded loss and analysis.
+    dropout: list[float] = field(default_factory=lambda: [0.0])
 
 
 @dataclass
 class TrainConfig:
     """Full-batch training on R = (1/2n) sum_i |f(x_i) - y_i|^2 (eq. 3)."""
 
+    # a registered optimizer (condlab._optim): adam, adamw, sgd, gd
     optimizer: str = "adam"
     lr: list[float] = field(default_factory=lambda: [1e-3])
+    # per run (lists sweep them): L2 for adam/sgd/gd, decoupled for adamw; sgd's momentum
+    weight_decay: list[float] = field(default_factory=lambda: [0.0])
+    momentum: list[float] = field(default_factory=lambda: [0.0])
+    nesterov: bool = False
     epochs: int = 100
     beta1: float = 0.9
     beta2: float = 0.999
@@ -92,6 +99,8 @@ class TrainConfig:
     device: str = "cpu"
     snapshots: list[int] | str = "log:30"
     seeds: list[int] = field(default_factory=lambda: [0])
+    # with an output folder, a checkpoint to resume from is written this often (0: never)
+    checkpoint_seconds: float = 60.0
 
 
 @dataclass
@@ -266,7 +275,10 @@ def validate(cfg: Config) -> Config:
     _check(d.high > d.low, f"data.low={d.low}, data.high={d.high}: need low < high")
     if d.source == "synthetic":
         check_target(d.target, d.d)
-    _check(m.arch in ARCHS, f"model.arch='{m.arch}' is not accepted: choose one of {', '.join(ARCHS)}")
+    from ._arch import ARCHITECTURES
+
+    _check(m.arch in ARCHITECTURES,
+           f"model.arch='{m.arch}' is not accepted: choose one of {', '.join(ARCHITECTURES)}")
     if len(m.activations) == 1:
         m.activations = m.activations * m.depth
     _check(len(m.activations) == m.depth,
@@ -281,14 +293,18 @@ def validate(cfg: Config) -> Config:
         _check(s > 0, f"model.init_std={s} is not accepted: it must be > 0 (a standard deviation)")
     for lr in t.lr:
         _check(lr > 0, f"train.lr={lr} is not accepted: it must be > 0")
-    _check(t.optimizer in OPTIMIZERS,
-           f"train.optimizer='{t.optimizer}' is not accepted: choose one of {', '.join(OPTIMIZERS)}")
+    _check_optimizer(t)
+    for q in m.dropout:
+        _check(0 <= q < 1, f"model.dropout={q} is not accepted: it must lie in [0, 1)")
+    _check(t.checkpoint_seconds >= 0,
+           f"train.checkpoint_seconds={t.checkpoint_seconds} is not accepted: it must be >= 0 (0: never)")
     _check(t.dtype in DTYPES, f"train.dtype='{t.dtype}' is not accepted: choose one of {', '.join(DTYPES)}")
     _check(0 <= t.beta1 < 1 and 0 <= t.beta2 < 1, "train.beta1 and train.beta2 must lie in [0, 1)")
     _check(t.eps >= 0, f"train.eps={t.eps} is not accepted: it must be >= 0")
     _check(len(set(t.seeds)) == len(t.seeds), f"train.seeds={t.seeds} has repeated seeds")
-    # two equal values would train identical runs under one name, the second replacing the first
-    for key, values in (("train.lr", t.lr), ("model.init_std", m.init_std)):
+    for key, values in (("model.init_std", m.init_std), ("model.dropout", m.dropout), ("train.lr", t.lr),
+                        ("train.weight_decay", t.weight_decay), ("train.momentum", t.momentum)):
+        # each value is one run per seed, named by its value: a repeat would be trained twice
         _check(len(set(values)) == len(values),
                f"{key}={values} has repeated values (after reading them as numbers): give each once")
     if d.source in REAL_D:
@@ -297,6 +313,23 @@ def validate(cfg: Config) -> Config:
                f"{REAL_D[d.source]} values; leave data.d unset (or {REAL_D[d.source]})")
     snapshot_epochs(t.snapshots, t.epochs)  # raises on a bad spec
     return cfg
+
+
+def _check_optimizer(t: TrainConfig) -> None:
+    from ._optim import OPTIMIZERS
+
+    _check(t.optimizer in OPTIMIZERS,
+           f"train.optimizer='{t.optimizer}' is not accepted: choose one of {', '.join(OPTIMIZERS)}")
+    uses = OPTIMIZERS[t.optimizer].uses
+    for wd in t.weight_decay:
+        _check(wd >= 0, f"train.weight_decay={wd} is not accepted: it must be >= 0")
+    for mu in t.momentum:
+        _check(0 <= mu < 1, f"train.momentum={mu} is not accepted: it must lie in [0, 1)")
+    _check("momentum" in uses or t.momentum == [0.0],
+           f"train.momentum={t.momentum} is not used by train.optimizer='{t.optimizer}': "
+           f"use sgd, or leave momentum at 0")
+    _check(not t.nesterov or ("momentum" in uses and min(t.momentum) > 0),
+           "train.nesterov=true needs train.optimizer=sgd and every train.momentum > 0")
 
 
 def snapshot_epochs(spec: list[int] | str, epochs: int) -> list[int]:

@@ -1,6 +1,7 @@
-"""Fully connected and residual networks of eqs. (1)-(2), single and batched over runs.
+"""Networks of eqs. (1)-(2) as parameters: one as an nn.Module, or R runs in one flat buffer.
 
-Conventions (docs/conventions.md):
+The forward and backward pass belong to the architecture object (``condlab._arch``: ``fc``,
+``residual``). Conventions (docs/conventions.md):
 
 * The bias is folded into each neuron's input weight: layer l has ``W^[l]`` of shape
   (m_l, m_{l-1} + 1) acting on ``(x^[l-1], 1)``; its LAST column is the bias. "Input weight"
@@ -18,60 +19,23 @@ Conventions (docs/conventions.md):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from ._activations import Activation, get_activation
-from ._config import ModelConfig
+from ._arch import Architecture, augment
 
+if TYPE_CHECKING:
+    from ._dropout import Dropout
 
-@dataclass(frozen=True)
-class Architecture:
-    """Shapes of a d-m-...-m-d_out network and the activation of each hidden layer."""
-
-    d: int
-    width: int
-    depth: int
-    d_out: int
-    activations: tuple[Activation, ...]
-    residual: bool
-    output_bias: bool
-
-    @classmethod
-    def from_config(cls, cfg: ModelConfig, d: int) -> Architecture:
-        acts = [get_activation(a) for a in cfg.activations]
-        if len(acts) == 1:
-            acts = acts * cfg.depth
-        return cls(d, cfg.width, cfg.depth, cfg.d_out, tuple(acts), cfg.arch == "residual",
-                   cfg.output_bias)
-
-    @property
-    def names(self) -> list[str]:
-        return [f"layer{i + 1}" for i in range(self.depth)] + ["output"]
-
-    @property
-    def shapes(self) -> list[tuple[int, int]]:
-        """(rows, columns) of each weight matrix, bias column included."""
-        fan_in = [self.d] + [self.width] * self.depth
-        hidden = [(self.width, fan_in[i] + 1) for i in range(self.depth)]
-        return hidden + [(self.d_out, self.width + int(self.output_bias))]
-
-    def is_residual(self, layer: int) -> bool:
-        """Whether hidden layer `layer` (0-based) adds its input to its output."""
-        return self.residual and layer > 0
+__all__ = ["Architecture", "BatchedNet", "FCNet", "augment", "init_weights"]
 
 
 def init_weights(arch: Architecture, seed: int, std: float) -> list[torch.Tensor]:
     """Draw one network's weights from N(0, std^2) in float64 (the documented order)."""
     gen = torch.Generator().manual_seed(int(seed))
     return [torch.randn(shape, generator=gen, dtype=torch.float64) * std for shape in arch.shapes]
-
-
-def augment(h: torch.Tensor) -> torch.Tensor:
-    """Append the constant 1 that the folded bias multiplies: (..., k) -> (..., k + 1)."""
-    return torch.cat([h, torch.ones_like(h[..., :1])], dim=-1)
 
 
 class BatchedNet:
@@ -133,79 +97,36 @@ class BatchedNet:
             }
         return self._buffers[key]
 
-    def forward(self, x_aug: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-        """x_aug (R, n, d+1) inputs with the appended 1 -> f (R, n, d_out), layer inputs, sigma'(z).
+    def forward(self, x_aug: torch.Tensor, dropout: Dropout | None = None) -> torch.Tensor:
+        """x_aug (R, n, d+1) inputs with the appended 1 -> f (R, n, d_out) (a workspace buffer)."""
+        return self.arch.batched_forward(self.weights, x_aug, self._workspace(x_aug.shape[1], x_aug),
+                                         dropout)[0]
 
-        The data come with their column of ones (made once), so the first layer is one bmm on
-        the full weight; deeper layers add their bias by baddbmm, keeping activations
-        contiguous. Returned tensors are workspace buffers, overwritten by the next call.
-        """
-        arch = self.arch
-        work = self._workspace(x_aug.shape[1], x_aug)
-        inputs = [x_aug]
-        for layer in range(arch.depth):
-            w, z_out = self.weights[layer], work["z"][layer]
-            if layer == 0:
-                z = torch.bmm(x_aug, w.transpose(1, 2), out=z_out)
-            else:
-                z = torch.baddbmm(w[:, None, :, -1], inputs[-1], w[:, :, :-1].transpose(1, 2), out=z_out)
-            h = work["h"][layer]
-            arch.activations[layer].value_and_grad(z, h, work["slope"][layer])
-            if arch.is_residual(layer):  # never layer 0: widths differ there
-                h.add_(inputs[-1])
-            inputs.append(h)
-        a = self.weights[-1]
-        a_bar = a[:, :, :arch.width].transpose(1, 2)
-        f = torch.bmm(inputs[-1], a_bar)
-        if arch.output_bias:  # a tiny (R, n, d_out) add: cheaper than baddbmm's broadcast copy
-            f.add_(a[:, None, :, -1])
-        return f, inputs, work["slope"]
+    def loss(self, x_aug: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Loss R = 1/(2n) sum_i |f(x_i) - y_i|^2 per run (R,), without dropout and gradient."""
+        return (self.forward(x_aug) - y).square().sum(dim=(1, 2)) / (2 * x_aug.shape[1])
 
-    def loss_and_grad(self, x_aug: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def loss_and_grad(self, x_aug: torch.Tensor, y: torch.Tensor,
+                      dropout: Dropout | None = None) -> torch.Tensor:
         """Loss R = 1/(2n) sum_i |f(x_i) - y_i|^2 per run (R,); writes dR/dtheta into `grad`.
 
-        x_aug (R, n, d+1) inputs with the appended 1, y (R, n, d_out) targets. Hand-written
-        backward pass (no autograd graph): it is the hot loop of every experiment.
+        x_aug (R, n, d+1) inputs with the appended 1, y (R, n, d_out) targets. The forward and
+        hand-written backward pass are the architecture's; with `dropout`, both use its masks.
         """
-        arch, n = self.arch, x_aug.shape[1]
-        f, inputs, slopes = self.forward(x_aug)
+        n = x_aug.shape[1]
         work = self._workspace(n, x_aug)
+        f, inputs = self.arch.batched_forward(self.weights, x_aug, work, dropout)
         residual = f - y
         loss = residual.square().sum(dim=(1, 2)) / (2 * n)
-        delta = residual.div_(n)                                     # dR/df, (R, n, d_out)
-        self._weight_grad(-1, delta, inputs[-1], work["gw"][-1], bias=arch.output_bias)
-        a_bar = self.weights[-1][:, :, :arch.width]                  # (R, d_out, m)
-        buffers, top = work["g"], arch.depth - 1
-        if arch.d_out == 1 and not arch.is_residual(top):
-            # dR/dh_L = delta a^T is an outer product: broadcast it instead of a bmm
-            g_h, g_z = None, slopes[top].mul_(delta).mul_(a_bar)
-        else:
-            g_h = torch.bmm(delta, a_bar, out=buffers[0])            # dR/dh_L, (R, n, m)
-            g_z = slopes[top].mul_(g_h)                               # dR/dz_L
-        for layer in reversed(range(arch.depth)):
-            self._weight_grad(layer, g_z, inputs[layer], work["gw"][layer], bias=True)
-            if layer == 0:
-                break
-            # dR/dh_{l-1} = dR/dz_l W_l (+ dR/dh_l through the skip connection)
-            target = buffers[1] if g_h is buffers[0] else buffers[0]
-            torch.bmm(g_z, self.weights[layer][:, :, :-1], out=target)
-            if arch.is_residual(layer):
-                target.add_(g_h)
-            g_h = target
-            g_z = slopes[layer - 1].mul_(g_h)
+        self.arch.batched_backward(self.weights, self.grads, residual.div_(n), inputs, work)
         return loss
 
-    def _weight_grad(self, layer: int, g: torch.Tensor, inputs: torch.Tensor, work: torch.Tensor,
-                     bias: bool) -> None:
-        """dR/dW of one layer from dR/dz (R, n, rows) and its input (R, n, cols or cols-1), into `grad`."""
-        if inputs.shape[2] == self.grads[layer].shape[2]:  # input carries its 1: bias included
-            torch.bmm(g.transpose(1, 2), inputs, out=self.grads[layer])
-            return
-        torch.bmm(g.transpose(1, 2), inputs, out=work)
-        grad = self.grads[layer]
-        grad[:, :, :work.shape[2]].copy_(work)
-        if bias:
-            grad[:, :, -1].copy_(g.sum(1))
+    def run_mask(self, run: int) -> torch.Tensor:
+        """A bool tensor in the layout of ``flat``, true on run `run`'s parameters."""
+        mask = torch.zeros(self.flat.shape, dtype=torch.bool, device=self.flat.device)
+        for view in self.views(mask):
+            view[run] = True
+        return mask
 
 
 class FCNet(nn.Module):
@@ -222,14 +143,7 @@ class FCNet(nn.Module):
 
     def hidden(self, x: torch.Tensor) -> list[torch.Tensor]:
         """x (n, d) -> the input of every layer, (n, cols_k) with the appended 1 (x^[k-1] of eq. 2)."""
-        arch, h, inputs = self.arch, x, []
-        for layer in range(arch.depth):
-            h_aug = augment(h)
-            out = arch.activations[layer].fn(h_aug @ self.layers[layer].T)
-            h = out + h if arch.is_residual(layer) else out
-            inputs.append(h_aug)
-        inputs.append(augment(h) if arch.output_bias else h)
-        return inputs
+        return self.arch.hidden(list(self.layers), x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (n, d) -> f(x) (n, d_out)."""

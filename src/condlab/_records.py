@@ -13,6 +13,7 @@ never leaves a directory that looks finished; ``meta.json`` is written last insi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -33,11 +34,23 @@ STATUSES = ("complete", "diverged", "interrupted")
 
 @dataclass(frozen=True)
 class RunSpec:
-    """What distinguishes one run of a batch from the others."""
+    """What distinguishes one run of a batch from the others (defaults: fields added later)."""
 
     seed: int
     init_std: float
     lr: float
+    weight_decay: float = 0.0
+    momentum: float = 0.0
+    dropout: float = 0.0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_meta(cls, meta: dict) -> RunSpec:
+        """From a run's meta.json; records written before a field existed get its default."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        return cls(**{k: meta[k] for k in names if k in meta})
 
 
 @dataclass
@@ -117,7 +130,7 @@ def write_run(run: Run, path: Path) -> Path:
     atomic_write_npz(partial / "snapshots.npz", {"epochs": run.epochs, **run.weights})
     atomic_write_npz(partial / "data.npz", {"x": run.x, "y": run.y})
     meta = {
-        "seed": run.spec.seed, "lr": run.spec.lr, "init_std": run.spec.init_std,
+        **run.spec.to_dict(),
         "status": run.status, "initial_stage_epoch": run.initial_stage_epoch,
         "diverged_epoch": run.diverged_epoch, "snapshot_epochs": run.epochs.tolist(),
         **run.meta,
@@ -217,9 +230,9 @@ def load_run(path: str | Path) -> Run:
         raise RecordError(f"'{path / 'loss.csv'}' is not a table of epoch,loss rows: the record is "
                           f"corrupt; {_FIX}") from None
     try:
-        spec = RunSpec(seed=meta["seed"], init_std=meta["init_std"], lr=meta["lr"])
+        spec = RunSpec.from_meta(meta)
         return Run(config, spec, epochs, snap, loss, data["x"], data["y"], status=meta["status"],
                    initial_stage_epoch=meta["initial_stage_epoch"],
                    diverged_epoch=meta["diverged_epoch"], meta=meta, path=path)
-    except KeyError as err:
-        raise RecordError(f"'{meta_file}' lacks the key {err}: the record is corrupt; {_FIX}") from None
+    except (KeyError, TypeError) as err:  # TypeError: RunSpec.from_meta missing a required field
+        raise RecordError(f"'{meta_file}' lacks a key ({err}): the record is corrupt; {_FIX}") from None

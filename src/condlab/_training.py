@@ -1,8 +1,8 @@
 """Batched full-batch training: many independent runs of one architecture as one computation.
 
-Each run r has its own seed, init std and learning rate; the runs share the data. The update
-rules are PyTorch's: Adam exactly as ``torch.optim.Adam`` (no weight decay, no amsgrad), and
-plain gradient descent. Per-run results equal training that run alone (tests/test_training.py).
+Each run r has its own seed, init std, learning rate, weight decay, momentum and dropout; the
+runs share the data. The update rules are PyTorch's (``condlab._optim``: adam, adamw, sgd,
+gd). Per-run results equal training that run alone (tests/test_training.py, tests/test_optim.py).
 
 Two traps of small initialization are measured and reported as warnings:
 
@@ -14,14 +14,17 @@ Two traps of small initialization are measured and reported as warnings:
 
 from __future__ import annotations
 
-import math
+import time
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from ._dropout import Dropout
 from ._models import BatchedNet, augment
+from ._optim import Hyper, Optimizer, get_optimizer
 from ._records import RunSpec
 
 DIVERGENCE_CHECK_EVERY = 50
@@ -37,52 +40,24 @@ class BatchOutcome:
 
     epochs: np.ndarray                  # (S,) snapshot epochs
     snapshots: list[list[np.ndarray]]   # [layer][s] -> (R, rows, cols)
-    loss: np.ndarray                    # (E + 1, R); NaN after a run diverged or stopped
+    loss: np.ndarray                    # (last_epoch + 1, R); NaN after a run diverged
     diverged_epoch: list[int | None]    # first epoch with a non-finite loss, per run
     last_epoch: int                     # last epoch reached (< E when interrupted)
     interrupted: bool
 
 
-class Adam:
-    """torch.optim.Adam's update on a BatchedNet's flat buffer with a per-run learning rate."""
+def make_optimizer(name: str, net: BatchedNet, specs: list[RunSpec], *, beta1: float = 0.9,
+                   beta2: float = 0.999, eps: float = 1e-8, nesterov: bool = False) -> Optimizer:
+    """The optimizer `name` on net.flat, with each run's lr, weight decay and momentum."""
+    def per_run(field: str) -> torch.Tensor:
+        values = torch.tensor([getattr(s, field) for s in specs], dtype=net.flat.dtype)
+        if bool((values == values[0]).all()):   # shared: a broadcast scalar saves a buffer
+            return values[0].to(net.flat.device)
+        return net.per_run(values.to(net.flat.device))
 
-    def __init__(self, net: BatchedNet, lr: torch.Tensor, beta1: float, beta2: float, eps: float):
-        self.net, self.params, self.lr = net, net.flat, net.per_run(lr)
-        self.beta1, self.beta2, self.eps = beta1, beta2, eps
-        self.exp_avg = torch.zeros_like(self.params)
-        self.exp_avg_sq = torch.zeros_like(self.params)
-        self.denom = torch.zeros_like(self.params)   # workspaces: no allocation per step
-        self.update = torch.zeros_like(self.params)
-        self.step_count = 0
-
-    def step(self, grad: torch.Tensor) -> None:
-        self.step_count += 1
-        self.exp_avg.lerp_(grad, 1 - self.beta1)
-        self.exp_avg_sq.mul_(self.beta2).addcmul_(grad, grad, value=1 - self.beta2)
-        bias1 = 1 - self.beta1**self.step_count
-        bias2_sqrt = math.sqrt(1 - self.beta2**self.step_count)
-        denom = torch.sqrt(self.exp_avg_sq, out=self.denom).div_(bias2_sqrt).add_(self.eps)
-        update = torch.div(self.exp_avg, denom, out=self.update).mul_(self.lr)
-        self.params.add_(update, alpha=-1 / bias1)
-
-    def stop(self, run: int) -> None:
-        for buffer in (self.lr, self.exp_avg, self.exp_avg_sq):
-            for view in self.net.views(buffer):
-                view[run] = 0.0
-
-
-class GradientDescent:
-    """theta <- theta - lr * grad, with a per-run learning rate."""
-
-    def __init__(self, net: BatchedNet, lr: torch.Tensor):
-        self.net, self.params, self.lr = net, net.flat, net.per_run(lr)
-
-    def step(self, grad: torch.Tensor) -> None:
-        self.params.addcmul_(grad, self.lr, value=-1)
-
-    def stop(self, run: int) -> None:
-        for view in self.net.views(self.lr):
-            view[run] = 0.0
+    hyper = Hyper(lr=per_run("lr"), weight_decay=per_run("weight_decay"), momentum=per_run("momentum"),
+                  beta1=beta1, beta2=beta2, eps=eps, nesterov=nesterov)
+    return get_optimizer(name)(net.flat, hyper)
 
 
 def check_adam_eps(grad: torch.Tensor, eps: float, specs: list[RunSpec]) -> None:
@@ -98,9 +73,9 @@ def check_adam_eps(grad: torch.Tensor, eps: float, specs: list[RunSpec]) -> None
         )
 
 
-def check_float32_resolution(net: BatchedNet, specs: list[RunSpec], optimizer: str) -> bool:
-    """Warn when a float32 Adam step (about lr) is below half the float32 spacing of the weights."""
-    if net.flat.dtype != torch.float32 or optimizer != "adam":
+def check_float32_resolution(net: BatchedNet, specs: list[RunSpec], optimizer: Optimizer) -> bool:
+    """Warn when a float32 Adam-like step (about lr) is below half the float32 spacing of the weights."""
+    if net.flat.dtype != torch.float32 or not optimizer.scale_free:
         return False
     warned = False
     for name, w in zip(net.arch.names, net.weights, strict=True):
@@ -126,82 +101,134 @@ def _first_bad(loss: torch.Tensor, start: int) -> dict[int, int]:
     return {r: start + int(torch.nonzero(bad[:, r])[0]) for r in runs}
 
 
+@dataclass
+class LoopState:
+    """Where a batch's training stands between two epochs (what a checkpoint saves with the
+    parameters, the optimizer state and the dropout generators)."""
+
+    epoch: int                                # next epoch whose loss is computed; params = theta_epoch
+    loss: torch.Tensor                        # (E + 1, R); rows >= epoch not yet computed
+    taken: list[tuple[int, torch.Tensor]]     # snapshots so far: (epoch, copy of net.flat)
+    diverged: dict[int, int] = field(default_factory=dict)   # run -> first non-finite epoch
+    checked: int = 0                          # loss rows before this were checked for divergence
+
+    @classmethod
+    def start(cls, net: BatchedNet, epochs: int) -> LoopState:
+        nan = torch.full((epochs + 1, net.runs), float("nan"), dtype=net.flat.dtype, device=net.flat.device)
+        return cls(0, nan, [])
+
+
+Checkpoint = Callable[[LoopState, Optimizer, "Dropout | None"], None]
+
+
 def train_batch(
     net: BatchedNet,
     x: torch.Tensor,
     y: torch.Tensor,
     specs: list[RunSpec],
     *,
-    optimizer: str,
+    optimizer: str | Optimizer,
     epochs: int,
     snapshot_at: list[int],
     beta1: float = 0.9,
     beta2: float = 0.999,
     eps: float = 1e-8,
+    nesterov: bool = False,
+    dropout: Dropout | None = None,
+    state: LoopState | None = None,
+    checkpoint: Checkpoint | None = None,
+    checkpoint_seconds: float = 0.0,
+    should_stop: Callable[[], bool] | None = None,
     progress=None,
 ) -> BatchOutcome:
     """Train every run of `net` for `epochs` full-batch steps; x (n, d), y (n, d_out).
 
-    A run whose loss turns NaN/inf is stopped where it happened (its later snapshots are
-    dropped); KeyboardInterrupt ends the batch early and returns what was recorded.
+    `optimizer` is a name (built from each run's lr, weight decay and momentum in `specs`) or
+    an Optimizer on net.flat; dropout masks come from each run's ``spec.dropout`` unless
+    `dropout` is given. `state` (with the optimizer's and dropout's own states already
+    loaded) continues an earlier call. `checkpoint` is called between epochs every
+    `checkpoint_seconds` and when `should_stop()` turns true, which ends the batch cleanly;
+    a run whose loss turns NaN/inf is stopped where it happened (its later snapshots are
+    dropped); a KeyboardInterrupt ends the batch and returns what was recorded.
     """
-    runs = net.runs
+    runs, fresh = net.runs, state is None
     # materialized once: the data never change, and bmm is fastest on contiguous batches
     xb = augment(x).expand(runs, -1, -1).contiguous()
     yb = y.expand(runs, -1, -1).contiguous()
-    lr = torch.tensor([s.lr for s in specs], dtype=net.flat.dtype, device=net.flat.device)
-    opt = Adam(net, lr, beta1, beta2, eps) if optimizer == "adam" else GradientDescent(net, lr)
-    loss = torch.full((epochs + 1, runs), float("nan"), dtype=net.flat.dtype, device=net.flat.device)
-    wanted = set(snapshot_at)
-    taken: list[tuple[int, torch.Tensor]] = []
-    diverged: dict[int, int] = {}
-    checked, epoch, interrupted = 0, 0, False
-    check_float32_resolution(net, specs, optimizer)
+    opt = optimizer if isinstance(optimizer, Optimizer) else make_optimizer(
+        optimizer, net, specs, beta1=beta1, beta2=beta2, eps=eps, nesterov=nesterov)
+    if dropout is None:
+        dropout = Dropout.of([s.dropout for s in specs], [s.seed for s in specs], net.flat.dtype,
+                             net.flat.device)
+    state = state if state is not None else LoopState.start(net, epochs)
+    wanted, interrupted, epoch = set(snapshot_at), False, state.epoch
+    if fresh:
+        check_float32_resolution(net, specs, opt)
+    next_save = time.monotonic() + checkpoint_seconds
     try:
-        for epoch in range(epochs + 1):
-            loss[epoch] = net.loss_and_grad(xb, yb)
+        for epoch in range(state.epoch, epochs + 1):
+            _loss_and_grad(net, xb, yb, dropout, state.loss, epoch)
             if epoch in wanted:
-                taken.append((epoch, net.flat.detach().clone()))
-            if epoch == 0 and optimizer == "adam":
+                state.taken.append((epoch, net.flat.detach().clone()))
+            if epoch == 0 and opt.scale_free:
                 check_adam_eps(torch.cat([g.flatten(1) for g in net.grads], 1), eps, specs)
             if epoch % DIVERGENCE_CHECK_EVERY == 0 or epoch == epochs:
-                checked = _stop_diverged(net, opt, loss, checked, epoch, diverged)
+                _stop_diverged(net, opt, state, epoch)
             if epoch == epochs:
                 break
             opt.step(net.grad)
+            state.epoch = epoch + 1
             if progress is not None:
                 progress.update(1)
+            stop = should_stop is not None and should_stop()
+            due = checkpoint_seconds > 0 and time.monotonic() >= next_save
+            if checkpoint is not None and (stop or due):
+                checkpoint(state, opt, dropout)
+                next_save = time.monotonic() + checkpoint_seconds
+            if stop:   # clean: the checkpoint above holds the uninterrupted trajectory
+                interrupted = True
+                _stop_diverged(net, opt, state, epoch)
+                break
     except KeyboardInterrupt:
         interrupted = True
         epoch = max(epoch - 1, 0)  # the interrupted epoch may be half-done
-        _stop_diverged(net, opt, loss, checked, epoch, diverged)
-    return _outcome(net, loss, taken, diverged, epoch, interrupted, runs)
+        _stop_diverged(net, opt, state, epoch)
+    return _outcome(net, state, epoch, interrupted)
 
 
-def _stop_diverged(net, opt, loss, checked: int, epoch: int, diverged: dict[int, int]) -> int:
-    """Freeze runs whose loss went non-finite in loss[checked:epoch+1]; returns next start."""
-    for run, bad_epoch in _first_bad(loss[: epoch + 1], checked).items():
-        if run not in diverged:
-            diverged[run] = bad_epoch
+def _loss_and_grad(net: BatchedNet, xb, yb, dropout: Dropout | None, loss: torch.Tensor, epoch: int) -> None:
+    """Record the loss at `epoch` (without dropout: eq. 3 for the recorded weights) and the gradient."""
+    if dropout is None:
+        loss[epoch] = net.loss_and_grad(xb, yb)
+    else:
+        loss[epoch] = net.loss(xb, yb)
+        net.loss_and_grad(xb, yb, dropout)
+
+
+def _stop_diverged(net: BatchedNet, opt: Optimizer, state: LoopState, epoch: int) -> None:
+    """Freeze runs whose loss went non-finite in loss[checked:epoch+1]."""
+    for run, bad_epoch in _first_bad(state.loss[: epoch + 1], state.checked).items():
+        if run not in state.diverged:
+            state.diverged[run] = bad_epoch
             for view in net.weights:
                 view[run] = 0.0  # stop NaN arithmetic; the run's record ends at bad_epoch
-            opt.stop(run)
-    return epoch + 1
+            opt.stop(net.run_mask(run))
+    state.checked = epoch + 1
 
 
-def _outcome(net, loss, taken, diverged, last_epoch, interrupted, runs) -> BatchOutcome:
-    loss_np = loss.double().cpu().numpy()
-    loss_np[last_epoch + 1:] = np.nan
-    for run, bad_epoch in diverged.items():
+def _outcome(net: BatchedNet, state: LoopState, last_epoch: int, interrupted: bool) -> BatchOutcome:
+    """The epochs that ran (0..last_epoch): loss rows, snapshots, divergence."""
+    loss_np = state.loss[: last_epoch + 1].double().cpu().numpy()
+    for run, bad_epoch in state.diverged.items():
         loss_np[bad_epoch:, run] = np.nan
-    taken = [(e, flat) for e, flat in taken if e <= last_epoch]
+    taken = [(e, flat) for e, flat in state.taken if e <= last_epoch]
     views = [net.views(flat) for _, flat in taken]
     layers = [[v[k].double().cpu().numpy() for v in views] for k in range(len(net.weights))]
     return BatchOutcome(
         epochs=np.array([e for e, _ in taken], dtype=np.int64),
         snapshots=layers,
         loss=loss_np,
-        diverged_epoch=[diverged.get(r) for r in range(runs)],
+        diverged_epoch=[state.diverged.get(r) for r in range(net.runs)],
         last_epoch=last_epoch,
         interrupted=interrupted,
     )

@@ -22,11 +22,14 @@ The test neurons' final orientations are grouped into lines like measured neuron
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from .._optim import Hyper, get_optimizer
 
 
 @dataclass(frozen=True)
@@ -50,24 +53,38 @@ def replay_neurons(
     n_neurons: int = 400,
     betas: tuple[float, float] = (0.9, 0.999),
     eps: float = 0.0,
+    weight_decay: float = 0.0,
+    momentum: float = 0.0,
+    nesterov: bool = False,
     seed: int = 0,
 ) -> np.ndarray:
     """Run the leading-order dynamics of `n_neurons` test neurons to epoch `until`; -> W (K, q).
 
-    Test neurons start like the network's (N(0, init_std^2) for w and a). Adam's eps defaults
-    to 0 here so that the replay shows the optimizer's scale-free behaviour; pass the run's eps
-    to include its effect.
+    Test neurons start like the network's (N(0, init_std^2) for w and a). The update is the
+    trainer's own optimizer object (``condlab._optim``: the class `optimizer` names, on one
+    flat buffer holding w and a). Adam's eps defaults to 0 here so that the replay shows the
+    optimizer's scale-free behaviour (a coordinate whose gradient is exactly 0 then stays
+    put instead of becoming 0/0); pass the run's eps to include its effect.
     """
     gen = torch.Generator().manual_seed(seed)
     q = history.inputs.shape[2]
-    w = torch.randn(n_neurons, q, generator=gen, dtype=torch.float64) * init_std
-    a = torch.randn(n_neurons, 1, generator=gen, dtype=torch.float64) * init_std
+    flat = torch.empty(n_neurons * (q + 1), dtype=torch.float64)
+    w, a = flat[: n_neurons * q].view(n_neurons, q), flat[n_neurons * q:].view(n_neurons, 1)
+    w.copy_(torch.randn(n_neurons, q, generator=gen, dtype=torch.float64) * init_std)
+    a.copy_(torch.randn(n_neurons, 1, generator=gen, dtype=torch.float64) * init_std)
+    grad = torch.zeros_like(flat)
+    grad_w, grad_a = grad[: n_neurons * q].view(n_neurons, q), grad[n_neurons * q:].view(n_neurons, 1)
+    scalar = functools.partial(torch.tensor, dtype=torch.float64)
+    # eps = 0 exactly would turn a zero gradient into 0/0; the smallest normal number changes
+    # no other step (sqrt(v) is far above it whenever v > 0)
+    hyper = Hyper(lr=scalar(lr), weight_decay=scalar(weight_decay), momentum=scalar(momentum),
+                  beta1=betas[0], beta2=betas[1], eps=max(eps, torch.finfo(torch.float64).tiny),
+                  nesterov=nesterov)
+    opt = get_optimizer(optimizer)(flat, hyper)
     X = torch.as_tensor(history.inputs, dtype=torch.float64)
     E = torch.as_tensor(history.residuals, dtype=torch.float64)
     c_w = coefficient / math.factorial(p - 1)
     c_a = coefficient / math.factorial(p)
-    step = _adam(betas, eps, lr) if optimizer == "adam" else _gd(lr)
-    state: dict = {}
     slot = 0
     for t in range(until):
         while slot + 1 < len(history.epochs) and history.epochs[slot + 1] <= t:
@@ -75,30 +92,7 @@ def replay_neurons(
         x, e = X[slot], E[slot]
         proj = w @ x.T                                        # (K, n)
         weighted = e * proj.pow(p - 1) / x.shape[0]           # (K, n)
-        grad_w = c_w * a * (weighted @ x)
-        grad_a = c_a * (e * proj.pow(p)).sum(1, keepdim=True) / x.shape[0]
-        w, a = step(state, t + 1, (w, grad_w), (a, grad_a))
-    return w.numpy()
-
-
-def _gd(lr: float):
-    def step(state, t, *pairs):
-        return tuple(p - lr * g for p, g in pairs)
-    return step
-
-
-def _adam(betas: tuple[float, float], eps: float, lr: float):
-    b1, b2 = betas
-
-    def step(state, t, *pairs):
-        out = []
-        for k, (param, grad) in enumerate(pairs):
-            m, v = state.get(k, (torch.zeros_like(param), torch.zeros_like(param)))
-            m = b1 * m + (1 - b1) * grad
-            v = b2 * v + (1 - b2) * grad * grad
-            state[k] = (m, v)
-            denom = (v / (1 - b2**t)).sqrt() + eps
-            update = (m / (1 - b1**t)) / denom.clamp_min(1e-300)
-            out.append(param - lr * update)
-        return tuple(out)
-    return step
+        grad_w.copy_(c_w * a * (weighted @ x))
+        grad_a.copy_(c_a * (e * proj.pow(p)).sum(1, keepdim=True) / x.shape[0])
+        opt.step(grad)
+    return w.numpy().copy()

@@ -25,7 +25,7 @@ import torch
 from .._records import Run
 from ._orientations import Orientations, count_orientations
 from ._replay import History, replay_neurons
-from ._theory import Prediction, line_angles, predict_lines
+from ._theory import Prediction, flow_for_optimizer, line_angles, predict_lines
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def analyze_layer(run: Run, layer: int, epoch: int, *, replay: bool = True, pred
     at = {"snapshot": -1, "init": 0}
     for key, flow, when in [("gradient@snapshot", "gradient", "snapshot"),
                             ("gradient@init", "gradient", "init"), ("sign@init", "sign", "init")]:
-        if flow == "sign" and run.config.train.optimizer != "adam":
+        if flow == "sign" and flow_for_optimizer(run.config.train.optimizer) != "sign":
             continue
         i = at[when]
         report.predictions[key] = predict_lines(history.inputs[i], history.residuals[i], p,
@@ -141,10 +141,11 @@ def replay_prediction(run: Run, history: History, p: int, coef: float, epoch: in
     t = run.config.train
     W = replay_neurons(history, p, coef, optimizer=t.optimizer, lr=run.spec.lr,
                        init_std=run.spec.init_std, until=epoch, betas=(t.beta1, t.beta2),
-                       eps=t.eps, seed=seed)
+                       eps=t.eps, weight_decay=run.spec.weight_decay, momentum=run.spec.momentum,
+                       nesterov=t.nesterov, seed=seed)
     found = count_orientations(W)
     lines = np.array([c.mean for c in found.lines]).reshape(-1, W.shape[1])
-    return Prediction(lines, f"replay-{t.optimizer}", "sign" if t.optimizer == "adam" else "gradient",
+    return Prediction(lines, f"replay-{t.optimizer}", flow_for_optimizer(t.optimizer),
                       p, p, 2 * p)
 
 

@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 
 FLOWS = ("gradient", "sign")
-_OPTIMIZER_FLOWS = {"adam": "sign", "adamw": "sign", "gd": "gradient", "sgd": "gradient"}
 METHODS = ("p1-closed-form", "p1-sign", "p2-eigen", "1d-roots", "flow-gradient", "flow-sign",
            "replay-adam", "replay-gd")
 
@@ -83,11 +82,10 @@ def _canonical_sign(U: np.ndarray) -> np.ndarray:
 
 
 def flow_for_optimizer(optimizer: str) -> str:
-    """Flow an optimizer implies: "adam"/"adamw" -> "sign", "gd"/"sgd" -> "gradient"."""
-    key = optimizer.lower()
-    if key not in _OPTIMIZER_FLOWS:
-        raise ValueError(f"unknown optimizer {optimizer!r}; accepted: {sorted(_OPTIMIZER_FLOWS)}")
-    return _OPTIMIZER_FLOWS[key]
+    """Flow an optimizer implies: "sign" for the scale-free Adam family, else "gradient"."""
+    from .._optim import get_optimizer
+
+    return "sign" if get_optimizer(optimizer.lower()).scale_free else "gradient"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -269,7 +267,7 @@ class Prediction:
     """Predicted condensation lines of one layer; each row u stands for the directions +-u."""
 
     lines: np.ndarray  # (L, q) unit rows
-    method: str  # one of METHODS
+    method: str  # one of METHODS, or "replay-<optimizer>"
     flow: str  # "gradient" | "sign"
     p: int  # multiplicity of the activation
     bound_lines: int  # p: Proposition 1's bound on lines (proved for p = 1 or q = 2)
