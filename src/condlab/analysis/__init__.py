@@ -15,6 +15,7 @@ from ._fields import (
                       velocities,
 )
 from ._orientations import Cluster, Orientations, count_orientations
+from ._rank import ModelRank, RankTrace, jacobian, model_rank, rank_over_snapshots
 from ._replay import History, replay_neurons
 from ._report import LayerReport, analyze_layer, default_epoch, layer_history, run_history
 from ._run import RunAnalysis, analyze_run
@@ -37,4 +38,5 @@ __all__ = [
     "layer_history", "line_angles", "run_history", "match_report", "orientation_trajectories", "p1_line",
     "p2_lines", "polynomial_fits", "predict_lines", "replay_neurons", "roots_1d",
     "stable_lines_2d", "velocities",
+    "ModelRank", "RankTrace", "jacobian", "model_rank", "rank_over_snapshots",
 ]

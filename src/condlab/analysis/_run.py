@@ -24,6 +24,7 @@ from ._fields import (
     stable_lines_2d,
     velocities,
 )
+from ._rank import model_rank
 from ._report import LayerReport, analyze_layer, default_epoch, layer_history, run_history
 
 TEST_POINTS = 200
@@ -42,6 +43,7 @@ class RunAnalysis:
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     status: str = "complete"                                  # the run's status (meta.json)
     divergence: str | None = None                             # why the run counts as diverged
+    model_rank: dict | None = None                            # rank DF(θ) on the training inputs
 
     def to_dict(self) -> dict:
         return {
@@ -51,6 +53,7 @@ class RunAnalysis:
             "polyfits": [{"degree": f.degree, "r2": f.r2, "coefficients": f.coefficients.tolist()}
                          for f in self.polyfits],
             "stable_lines": None if self.stable_lines is None else self.stable_lines.tolist(),
+            "model_rank": self.model_rank,
         }
 
     def write(self, out: str | Path) -> Path:
@@ -81,6 +84,9 @@ def analyze_run(run: Run, epoch: int | None = None, layers: list[int] | None = N
                                                               report.orientations)
     if run.config.data.d == 1:
         _one_dimensional(run, epoch, result)
+    rank = model_rank(run, epoch=epoch)
+    result.model_rank = {k: v for k, v in rank.to_dict().items() if k != "singular_values"}
+    result.arrays["singular_values"] = rank.singular_values
     return result
 
 
