@@ -7,6 +7,8 @@ Public API (everything else lives in private modules and may change):
     condlab.load_run(path)           -> Run           read a run directory back
     condlab.preset("fig3")           -> Config        the paper's caption settings
     condlab.get_activation("xtanh")  -> Activation    with its computed multiplicity p
+    condlab.reduce(run_or_net)       -> Reduction     condensed groups merged into single neurons
+    condlab.embed.split(net, j, a)   -> FCNet         one-step splitting embedding (wider, same output)
 """
 
 __version__ = "0.1.0"
@@ -24,6 +26,7 @@ from ._data import Dataset, make_dataset
 from ._models import Architecture, BatchedNet, FCNet, init_weights
 from ._presets import PRESETS, preset
 from ._records import Run, RunResult, load_run
+from ._reduce import Reduction, effective_rank, reduce
 from ._training import TrainingWarning, initial_stage_end
 
 __all__ = [
@@ -37,12 +40,14 @@ __all__ = [
     "FCNet",
     "ModelConfig",
     "PRESETS",
+    "Reduction",
     "Run",
     "RunResult",
     "TrainConfig",
     "TrainingWarning",
     "__version__",
     "activation_table",
+    "effective_rank",
     "get_activation",
     "init_weights",
     "initial_stage_end",
@@ -50,6 +55,7 @@ __all__ = [
     "load_run",
     "make_dataset",
     "preset",
+    "reduce",
     "register_activation",
     "resume",
     "train",

@@ -286,6 +286,37 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reduce(args: argparse.Namespace) -> int:
+    from ._io import atomic_write_json, atomic_write_npz, provenance
+    from ._records import load_run
+    from ._reduce import reduce
+
+    results = []
+    for run_dir in _run_dirs(Path(args.path)):
+        run = load_run(run_dir)
+        red = reduce(run, epoch=args.epoch, layer=args.layer - 1, drop_negligible=not args.keep_negligible)
+        out = Path(args.out) / run_dir.name if args.out else run_dir / "reduce" / f"epoch{red.epoch}"
+        names = run.architecture.names
+        atomic_write_npz(out / "reduced.npz", {n: w.detach().numpy() for n, w in zip(names, red.net.layers,
+                                                                                      strict=True)})
+        atomic_write_json(out / "reduction.json", {"run": str(run_dir), **red.to_dict(),
+                                                   "provenance": provenance()})
+        results.append({"run": str(run_dir), **red.to_dict(), "out": str(out)})
+        if not args.json:
+            e = red.errors
+            print(f"{run_dir}  epoch {red.epoch}  layer{args.layer}: "
+                  f"width {red.width} -> {red.reduced_width} "
+                  f"({red.n_lines} merged lines, {sum(red.exact)} exact; {len(red.kept)} kept, "
+                  f"{len(red.dropped)} dropped)")
+            print(f"  relative output error: train {e['train_error']:.3g}, test {e['test_error']:.3g}; "
+                  f"loss {e['loss']:.6g} -> {e['reduced_loss']:.6g}; model rank {e['rank']:.0f} -> "
+                  f"{e['reduced_rank']:.0f}")
+            print(f"  written: {out / 'reduction.json'} and reduced.npz")
+    if args.json:
+        print(json.dumps(results if len(results) > 1 else results[0], indent=2))
+    return 0
+
+
 def _print_runs(result) -> None:
     print(f"{'run':<24} {'lr':>9} {'init_std':>9} {'loss@0':>10} {'loss@end':>10} {'70%-epoch':>9}  status")
     for run in result.runs:
@@ -337,6 +368,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     p.add_argument("--data-dir", help="directory with MNIST / CIFAR files (else $CONDLAB_DATA)")
     p.set_defaults(func=cmd_reproduce)
+
+    p = sub.add_parser("reduce", help="merge each condensed group of neurons into one (a narrower network)")
+    p.add_argument("path", help="a run directory, or a batch directory written by `condlab train`")
+    p.add_argument("--epoch", type=int, help="snapshot epoch (default: last one inside the initial stage)")
+    p.add_argument("--layer", type=int, default=1, help="hidden layer 1..L to reduce (default 1)")
+    p.add_argument("--keep-negligible", action="store_true",
+                   help="keep neurons below the amplitude cutoff instead of dropping them")
+    p.add_argument("--out", help="output directory (default: RUN/reduce/epochE)")
+    p.add_argument("--json", action="store_true", help="print the reduction as JSON")
+    p.set_defaults(func=cmd_reduce)
 
     p = sub.add_parser("presets", help="list named configs (the paper's figure settings)")
     p.set_defaults(func=cmd_presets)
