@@ -55,16 +55,23 @@ def test_one_direction_with_different_small_amplitudes_merges_to_leading_order(a
     assert _rel(red.net, net) <= 1e-3
 
 
-def test_scattered_neurons_are_kept_and_negligible_ones_dropped():
+def test_scattered_neurons_are_kept_and_negligible_ones_merged_dropped_or_kept():
     rng = np.random.default_rng(1)
     line = rng.normal(size=4)
     rows = np.vstack([np.tile(line, (8, 1)), rng.normal(size=(2, 4)) * 3, rng.normal(size=(3, 4)) * 1e-4])
     net = _net(rows, rng.normal(size=13))
-    red = condlab.reduce(net, x=X, count_kwargs={"min_share": 0.3})
-    assert red.n_lines == 1 and red.kept == [8, 9] and red.dropped == [10, 11, 12]
-    assert red.reduced_width == 3
-    kept_all = condlab.reduce(net, x=X, count_kwargs={"min_share": 0.3}, drop_negligible=False)
+    share = {"min_share": 0.3}
+    dropped = condlab.reduce(net, x=X, count_kwargs=share, negligible="drop")
+    assert dropped.n_lines == 1 and dropped.kept == [8, 9] and dropped.dropped == [10, 11, 12]
+    assert dropped.reduced_width == 3
+    merged = condlab.reduce(net, x=X, count_kwargs=share, negligible="merge")
+    assert merged.reduced_width == 4 and merged.groups[-1] == [10, 11, 12]
+    # three tiny tanh neurons act linearly: one neuron holds their sum to leading order
+    assert merged.errors["train_error"] < 0.1 * dropped.errors["train_error"]
+    kept_all = condlab.reduce(net, x=X, count_kwargs=share)  # the default keeps them
     assert kept_all.reduced_width == 6 and kept_all.errors["train_error"] <= 1e-12
+    with pytest.raises(ValueError, match="negligible='x' is not accepted"):
+        condlab.reduce(net, x=X, negligible="x")
 
 
 def test_condlab_reduce_cli_writes_reduction_json(tmp_path, capsys):

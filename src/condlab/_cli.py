@@ -294,7 +294,8 @@ def cmd_reduce(args: argparse.Namespace) -> int:
     results = []
     for run_dir in _run_dirs(Path(args.path)):
         run = load_run(run_dir)
-        red = reduce(run, epoch=args.epoch, layer=args.layer - 1, drop_negligible=not args.keep_negligible)
+        red = reduce(run, epoch=args.epoch, layer=args.layer - 1, negligible=args.negligible,
+                     amplitude_tol=args.amplitude_tol)
         out = Path(args.out) / run_dir.name if args.out else run_dir / "reduce" / f"epoch{red.epoch}"
         names = run.architecture.names
         atomic_write_npz(out / "reduced.npz", {n: w.detach().numpy() for n, w in zip(names, red.net.layers,
@@ -373,8 +374,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="a run directory, or a batch directory written by `condlab train`")
     p.add_argument("--epoch", type=int, help="snapshot epoch (default: last one inside the initial stage)")
     p.add_argument("--layer", type=int, default=1, help="hidden layer 1..L to reduce (default 1)")
-    p.add_argument("--keep-negligible", action="store_true",
-                   help="keep neurons below the amplitude cutoff instead of dropping them")
+    p.add_argument("--negligible", choices=["merge", "drop", "keep"], default="keep",
+                   help="neurons below the amplitude cutoff: merged into one, dropped, or kept (default)")
+    p.add_argument("--amplitude-tol", type=float,
+                   help="split each line into amplitude bands r_max <= (1 + tol) r_min before merging")
     p.add_argument("--out", help="output directory (default: RUN/reduce/epochE)")
     p.add_argument("--json", action="store_true", help="print the reduction as JSON")
     p.set_defaults(func=cmd_reduce)

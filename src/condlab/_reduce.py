@@ -6,17 +6,27 @@ folded in, and the next layer's columns A_j (the output weights a_j of a two-lay
 
 * groups are the condensed **lines** of ``count_orientations`` (default thresholds); a
   member's sign is s_j = sign(u_j · mean), its amplitude r_j = ‖w_j‖;
-* the merged neuron has input weight ``r̄ · mean`` and output weight
-  ``Ā = Σ_j A_j s_j^p (r_j / r̄)^p``  (p: the activation's multiplicity), which preserves
-  the leading-order term ``σ^(p)(0)/p! · Σ_j A_j (w_j·x)^p`` of the group exactly
-  (Σ_j a_j s_j^p r_j^p is invariant). r̄ is the contribution-weighted mean amplitude
-  ``Σ c_j r_j / Σ c_j`` with c_j = ‖A_j‖ r_j^p. The constant term σ(0) Σ_j A_j is kept by
-  adding ``σ(0)(Σ_j A_j − Ā)`` to the next layer's bias;
+* the merged neuron has input weight ``r̄ · u`` and output weight
+  ``Ā = Σ_j A_j (w_j·u / r̄)^p``  (p: the activation's multiplicity), which preserves the
+  group's leading-order term ``σ^(p)(0)/p! · Σ_j A_j (w_j·x)^p`` projected on u (for
+  members exactly on the line: Σ_j a_j s_j^p r_j^p is invariant). u is the top right
+  singular vector of Σ_j A_j (s_j r_j)^(p−1) w_j^T (for p = 1, one output: Σ_j a_j w_j
+  normalized, so the linear term is kept exactly despite the angular spread of a line),
+  r̄ the contribution-weighted mean amplitude ``Σ c_j r_j / Σ c_j``, c_j = ‖A_j‖ r_j^p.
+  The constant term σ(0) Σ_j A_j is kept by adding ``σ(0)(Σ_j A_j − Ā)`` to the next layer's bias;
 * **exact** when the sign-aligned rows coincide (relative spread ≤ `exact_tol`) and either
   all signs agree or σ(−z) = (−1)^p σ(z) (tanh, xtanh, x2tanh): then r̄ = r_j and
   Ā = Σ_j A_j s_j^p, the same function;
-* scattered neurons are kept as they are; negligible ones (below the amplitude cutoff) are
-  dropped, their constant σ(0) A_j moved to the bias (``drop_negligible=False`` keeps them).
+* ``amplitude_tol=t`` first splits each line into amplitude bands (r_max ≤ (1 + t) r_min)
+  and merges each band: more neurons, but merges that stay accurate once amplitudes have
+  grown out of the small-weight regime (the leading-order merge assumes r_j σ-small);
+* scattered neurons are kept as they are. Negligible ones (below the amplitude cutoff), while
+  in the small-weight regime, contribute only their leading term:
+  ``negligible="merge"`` merges them all into one neuron by the same rule (for
+  p = 1 that keeps Σ_j a_j σ'(0) w_j·x exactly: a sum of linear terms is one linear term);
+  ``"drop"`` removes them (their constant σ(0) A_j moved to the bias); ``"keep"`` (default)
+  keeps them: once the largest neurons have grown (the end of the initial stage, Fig. 5)
+  neurons below 10 % of the largest amplitude can still carry much of the output.
 
 Residual layers are refused (the skip connection fixes the width).
 """
@@ -35,6 +45,7 @@ from .analysis._orientations import count_orientations
 from .analysis._rank import model_rank
 
 EXACT_TOL = 1e-9
+NEGLIGIBLE = ("merge", "drop", "keep")
 TEST_POINTS_1D, TEST_POINTS = 200, 1000
 
 
@@ -46,8 +57,8 @@ class Reduction:
     layer: int                               # 0-based hidden layer that was reduced
     width: int                               # original width of that layer
     reduced_width: int
-    n_lines: int                             # condensed lines (merged groups)
-    groups: list[list[int]]                  # members of each merged group (rows of W)
+    n_lines: int                             # condensed lines (each merged into one or more neurons)
+    groups: list[list[int]]                  # members of each merged group (rows of W); lines first
     exact: list[bool]                        # per merged group
     kept: list[int]                          # scattered neurons kept unchanged
     dropped: list[int]                       # negligible neurons dropped
@@ -67,24 +78,63 @@ def _parity_matches(act: Any, p: int) -> bool:
     return bool(torch.allclose(act.fn(-z), (-1) ** p * act.fn(z), atol=1e-12, rtol=1e-12))
 
 
+def _merge_direction(rows: np.ndarray, cols: np.ndarray, r: np.ndarray, s: np.ndarray, p: int,
+                     mean: np.ndarray) -> np.ndarray:
+    """Unit direction of the merged row: top right singular vector of Σ_j A_j (s_j r_j)^(p-1) w_j^T.
+
+    For p = 1 and one output this is Σ_j a_j w_j normalized, which makes the merged neuron's
+    linear term Σ_j a_j w_j · x exact even when the members spread around the line.
+    """
+    M = cols @ (((s * r) ** (p - 1))[:, None] * rows)
+    if not np.any(M):
+        return mean
+    direction = np.linalg.svd(M, full_matrices=False)[2][0]
+    return direction if direction @ mean >= 0 else -direction
+
+
 def _merge_group(W: np.ndarray, A: np.ndarray, members: np.ndarray, mean: np.ndarray, p: int,
                  parity: bool) -> tuple[np.ndarray, np.ndarray, bool]:
-    """(merged row (q,), merged column (d_next,), exact?) of one condensed line."""
+    """(merged row (q,), merged column (d_next,), exact?) of one group of a condensed line."""
     rows, cols = W[members], A[:, members]
     r = np.linalg.norm(rows, axis=1)
     s = np.sign(rows @ mean)
     c = np.linalg.norm(cols, axis=0) * r ** p
     r_bar = float((c * r).sum() / c.sum()) if c.sum() > 0 else float(r.mean())
-    col = (cols * (s ** p * (r / r_bar) ** p)).sum(axis=1)
     aligned = rows * s[:, None]
     spread = float(np.abs(aligned - aligned.mean(0)).max() / max(r.max(), 1e-300))
     exact = spread <= EXACT_TOL and (bool(np.all(s == s[0])) or parity)
-    row = aligned.mean(0) if exact else r_bar * mean
+    direction = _merge_direction(rows, cols, r, s, p, mean)
+    # each member's leading term A_j (w_j·x)^p, projected on the merged direction: A_j (w_j·u)^p (u·x)^p
+    col = (cols * ((rows @ direction) / r_bar) ** p).sum(axis=1)
+    row = aligned.mean(0) if exact else r_bar * direction
+    if exact:
+        col = (cols * s ** p).sum(axis=1)
     return row, col, exact
 
 
+def _unit(v: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    norm = np.linalg.norm(v)
+    return v / norm if norm > 0 else fallback / max(np.linalg.norm(fallback), 1e-300)
+
+
+def _bands(W: np.ndarray, members: np.ndarray, amplitude_tol: float | None) -> list[np.ndarray]:
+    """Members of a line split into amplitude bands r_max <= (1 + amplitude_tol) r_min (None: one)."""
+    if amplitude_tol is None:
+        return [members]
+    r = np.linalg.norm(W[members], axis=1)
+    order = members[np.argsort(r, kind="stable")]
+    bands, start = [[order[0]]], np.linalg.norm(W[order[0]])
+    for i in order[1:]:
+        if np.linalg.norm(W[i]) <= (1 + amplitude_tol) * start:
+            bands[-1].append(i)
+        else:
+            bands.append([i])
+            start = np.linalg.norm(W[i])
+    return [np.array(b) for b in bands]
+
+
 def reduce_layer(net: FCNet, layer: int = 0, *, count_kwargs: dict | None = None,
-                 drop_negligible: bool = True) -> Reduction:
+                 negligible: str = "keep", amplitude_tol: float | None = None) -> Reduction:
     """Merge the condensed lines of hidden layer `layer` (0-based) of `net`; see module docstring."""
     arch = net.arch
     if not 0 <= layer < arch.depth:
@@ -102,15 +152,26 @@ def reduce_layer(net: FCNet, layer: int = 0, *, count_kwargs: dict | None = None
     parity = _parity_matches(act, p)
     rows, cols, groups, exact, shift = [], [], [], [], np.zeros(nxt.shape[0])
     for line in o.lines:
-        row, col, ok = _merge_group(W, nxt, line.members, line.mean, p, parity)
+        for band in _bands(W, line.members, amplitude_tol):
+            row, col, ok = _merge_group(W, nxt, band, line.mean, p, parity)
+            rows.append(row)
+            cols.append(col)
+            groups.append([int(i) for i in band])
+            exact.append(ok)
+            shift += sigma0 * (nxt[:, band].sum(1) - col)
+    if negligible not in NEGLIGIBLE:
+        raise ValueError(f"negligible='{negligible}' is not accepted: use one of {', '.join(NEGLIGIBLE)}")
+    small = sorted(int(i) for i in o.negligible)
+    if negligible == "merge" and small:
+        members = np.array(small)
+        row, col, _ = _merge_group(W, nxt, members, _unit(W[members].sum(0), W[members[0]]), p, parity)
         rows.append(row)
         cols.append(col)
-        groups.append([int(i) for i in line.members])
-        exact.append(ok)
-        shift += sigma0 * (nxt[:, line.members].sum(1) - col)
-    kept = sorted(int(i) for i in o.scattered)
-    dropped = sorted(int(i) for i in o.negligible) if drop_negligible else []
-    kept = sorted(kept + ([] if drop_negligible else [int(i) for i in o.negligible]))
+        groups.append(small)
+        exact.append(len(small) == 1)
+        shift += sigma0 * (nxt[:, members].sum(1) - col)
+    dropped = small if negligible == "drop" else []
+    kept = sorted([int(i) for i in o.scattered] + (small if negligible == "keep" else []))
     rows += [W[i] for i in kept]
     cols += [nxt[:, i] for i in kept]
     shift += sigma0 * nxt[:, dropped].sum(1) if dropped else 0.0
@@ -145,8 +206,8 @@ def grid_inputs(run: Any, seed: int = 0) -> np.ndarray:
 
 
 def reduce(net_or_run: Any, *, epoch: int | None = None, layer: int = 0, x: Any = None, y: Any = None,
-           x_test: Any = None, count_kwargs: dict | None = None, drop_negligible: bool = True,
-           rank: bool = True) -> Reduction:
+           x_test: Any = None, count_kwargs: dict | None = None, negligible: str = "keep",
+           amplitude_tol: float | None = None, rank: bool = True) -> Reduction:
     """Reduce a network (FCNet or Run at `epoch`, default: the last snapshot of the initial stage).
 
     Reports, in ``Reduction.errors``: relative output error ‖f_red − f‖/‖f‖ on the training
@@ -163,7 +224,8 @@ def reduce(net_or_run: Any, *, epoch: int | None = None, layer: int = 0, x: Any 
         x = net_or_run.x if x is None else x
         y = net_or_run.y if y is None else y
         x_test = grid_inputs(net_or_run) if x_test is None else x_test
-    result = reduce_layer(net, layer, count_kwargs=count_kwargs, drop_negligible=drop_negligible)
+    result = reduce_layer(net, layer, count_kwargs=count_kwargs, negligible=negligible,
+                          amplitude_tol=amplitude_tol)
     result.epoch = epoch
     with torch.no_grad():
         for key, inputs in (("train", x), ("test", x_test)):
