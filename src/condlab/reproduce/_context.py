@@ -25,6 +25,7 @@ class Context:
     data_dir: Path | None = None
     progress: bool = False
     warnings: list[str] = field(default_factory=list)
+    smoke: bool = False   # `reproduce all --quick`: the CI-sized version where an experiment has one
 
     def train(self, cfg: Config, tag: str, *extra: str) -> RunResult:
         """Train `cfg` for every seed as one batch; records go to OUT/runs/TAG."""

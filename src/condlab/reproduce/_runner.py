@@ -8,6 +8,7 @@ from ._claims import ExperimentResult, write_summary
 from ._context import Context, Experiment
 from ._multidim import fig3, fig4, fig4_plain, relu, simple_target
 from ._one_d import evolution, fig5, fig6
+from ._optimistic import optimistic
 from ._real import fig2, mnist
 
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
@@ -24,6 +25,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
                simple_target),
     Experiment("mnist", "two-layer paper, Fig. 2(b)", "MNIST, 30 x2tanh neurons: one line", mnist,
                dataset="mnist"),
+    Experiment("optimistic", "talk: optimistic sample size", "teacher-student: recovery near O_f* at small "
+               "init, far more samples at large init", optimistic),
 ]}
 DEFAULT_SEEDS, QUICK_SEEDS = 5, 2
 
@@ -48,13 +51,19 @@ def check_data_dir(data_dir: str | Path | None) -> None:
 
 def reproduce(name: str, *, seeds: list[int] | None = None, quick: bool = False,
               out: str | Path = "runs/reproduce", device: str = "cpu",
-              data_dir: str | Path | None = None, progress: bool = False) -> ExperimentResult:
-    """Run one experiment; writes OUT/NAME/claims.json, its figures and its run records."""
+              data_dir: str | Path | None = None, progress: bool = False,
+              smoke: bool = False) -> ExperimentResult:
+    """Run one experiment; writes OUT/NAME/claims.json, its figures and its run records.
+
+    `smoke` (set by ``reproduce all --quick``) picks the CI-sized version of the slower
+    experiments (optimistic, embedding); the others ignore it.
+    """
     if name not in EXPERIMENTS:
         raise unknown(name)
     check_data_dir(data_dir)
     seeds = seeds if seeds is not None else list(range(QUICK_SEEDS if quick else DEFAULT_SEEDS))
-    ctx = Context(seeds, quick, Path(out) / name, device, Path(data_dir) if data_dir else None, progress)
+    ctx = Context(seeds, quick, Path(out) / name, device, Path(data_dir) if data_dir else None, progress,
+                  smoke=smoke)
     result = EXPERIMENTS[name].run(ctx)
     result.settings["quick"] = quick
     result.notes += ctx.warnings
@@ -64,5 +73,6 @@ def reproduce(name: str, *, seeds: list[int] | None = None, quick: bool = False,
 
 def reproduce_all(*, out: str | Path = "runs/reproduce", **kwargs) -> tuple[list[ExperimentResult], str]:
     """Run every experiment; writes OUT/summary.md and OUT/summary.csv; returns results and table."""
-    results = [reproduce(name, out=out, **kwargs) for name in EXPERIMENTS]
+    smoke = bool(kwargs.get("quick"))
+    results = [reproduce(name, out=out, smoke=smoke, **kwargs) for name in EXPERIMENTS]
     return results, write_summary(results, Path(out))
