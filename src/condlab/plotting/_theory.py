@@ -84,7 +84,8 @@ def plateau_plot(loss: np.ndarray, plateaus: Sequence[int], reduced_loss: Sequen
     ax.plot(epochs, loss, color="tab:blue", label="wide network")
     for e, value, width in zip(plateaus, reduced_loss, widths, strict=True):
         ax.scatter([max(e, 1)], [value], color="tab:red", zorder=3)
-        ax.annotate(f"width {width}", (max(e, 1), value), fontsize=7, xytext=(4, 4), textcoords="offset points")
+        ax.annotate(f"width {width}", (max(e, 1), value), fontsize=7, xytext=(4, 4),
+                    textcoords="offset points")
     ax.scatter([], [], color="tab:red", label="merged narrow network")
     ax.set_xscale("log")
     ax.set_yscale("log")

@@ -176,7 +176,8 @@ def optimistic(ctx: Context) -> ExperimentResult:
         res.settings[f"errors/k{k}"] = {name: e.tolist() for name, e in errors.items()}
         _sample_claims(res, k, ns, errors, optimistic_n, n_params)
         n_rank = next((n for n in ns if n >= FACTOR_NEAR_O * optimistic_n), ns[-1])
-        _rank_claims(res, k, optimistic_n, small_runs[n_rank], errors["small"][ns.index(n_rank)], x_rank, n_rank)
+        _rank_claims(res, k, optimistic_n, small_runs[n_rank], errors["small"][ns.index(n_rank)],
+                     x_rank, n_rank)
         sample_size_plot(ns, {"small init (1e-3)": errors["small"], "large init (1)": errors["large"]},
                          optimistic=optimistic_n, n_params=n_params, threshold=THRESHOLD, ax=ax,
                          title=f"k = {k} teacher neurons, d = {D}, m = {WIDTH}")
@@ -209,7 +210,8 @@ def _sample_claims(res: ExperimentResult, k: int, ns: list[int], errors: dict, o
                  "n_large": n_large if math.isfinite(n_large) else None}
         near.record(n_small <= FACTOR_NEAR_O * optimistic_n, **shown,
                     ratio_to_O=round(n_small / optimistic_n, 2) if math.isfinite(n_small) else None)
-        early = [n for n, e in zip(ns, errors["small"][:, s], strict=True) if n < optimistic_n and e <= THRESHOLD]
+        early = [n for n, e in zip(ns, errors["small"][:, s], strict=True)
+                 if n < optimistic_n and e <= THRESHOLD]
         below.record(not early, recovered_below_O=early)
         far.record(n_small <= n_params / FACTOR_FAR_BELOW_P, **shown)
         large.record(math.isfinite(n_small) and n_large >= FACTOR_LARGE * n_small, **shown)
