@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ._claims import ExperimentResult, write_summary
 from ._context import Context, Experiment
+from ._embedding import embedding
 from ._multidim import fig3, fig4, fig4_plain, relu, simple_target
 from ._one_d import evolution, fig5, fig6
 from ._optimistic import optimistic
@@ -27,6 +28,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
                dataset="mnist"),
     Experiment("optimistic", "talk: optimistic sample size", "teacher-student: recovery near O_f* at small "
                "init, far more samples at large init", optimistic),
+    Experiment("embedding", "talk: embedding principle", "loss plateaus of a wide tanh net = narrow "
+               "critical points, embedded", embedding),
 ]}
 DEFAULT_SEEDS, QUICK_SEEDS = 5, 2
 
