@@ -1,0 +1,42 @@
+"""Pieces of `reproduce optimistic` and `reproduce embedding` (the experiments themselves run in
+`make demo-all` / `reproduce all --quick`; here their parts, on small inputs)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from condlab import make_dataset
+from condlab.reproduce._embedding import plateaus
+from condlab.reproduce._optimistic import D, _config, optimistic_size, recovery_n, teacher
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_the_target_expression_is_the_teacher(k):
+    data = make_dataset(_config(k, 30, 10, {"init_std": 1e-3, "lr": 0.5}, [0]).data)
+    assert np.allclose(data.y[:, 0], teacher(k, data.x), atol=1e-12)
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_optimistic_size_is_the_rank_at_the_teacher_k_times_d_plus_2(k):
+    """With hidden biases every teacher neuron adds d + 2 directions (w, b, a); zero neurons add none."""
+    x = np.random.default_rng(0).uniform(-1.7, 1.7, (300, D))
+    assert optimistic_size(k, x) == k * (D + 2)
+
+
+def test_recovery_n_needs_every_larger_n_to_recover():
+    ns = [4, 8, 16, 32]
+    assert recovery_n(ns, np.array([0.5, 1e-3, 0.2, 1e-3])) == 32
+    assert recovery_n(ns, np.array([0.5, 1e-3, 1e-3, 1e-3])) == 8
+    assert recovery_n(ns, np.array([0.5, 0.5, 0.5, 0.5])) == math.inf
+
+
+def test_plateaus_of_a_two_step_loss_curve():
+    from scipy.special import expit
+
+    t = np.arange(0, 20001, dtype=float)
+    # plateau near 1 until ~200, drop, plateau near 0.5 until ~4000, drop to a final flat 0.01
+    loss = 0.01 + 0.49 * expit(-(t - 4000) / 100) + 0.5 * expit(-(t - 200) / 10)
+    found = plateaus(loss)
+    assert len(found) == 3
+    assert 1 <= found[0] < 200 and 400 < found[1] < 4000 and found[2] > 4500
