@@ -64,11 +64,11 @@ def test_scattered_neurons_are_kept_and_negligible_ones_merged_dropped_or_kept()
     dropped = condlab.reduce(net, x=X, count_kwargs=share, negligible="drop")
     assert dropped.n_lines == 1 and dropped.kept == [8, 9] and dropped.dropped == [10, 11, 12]
     assert dropped.reduced_width == 3
-    merged = condlab.reduce(net, x=X, count_kwargs=share, negligible="merge")
+    merged = condlab.reduce(net, x=X, count_kwargs=share)  # the default merges them
     assert merged.reduced_width == 4 and merged.groups[-1] == [10, 11, 12]
     # three tiny tanh neurons act linearly: one neuron holds their sum to leading order
     assert merged.errors["train_error"] < 0.1 * dropped.errors["train_error"]
-    kept_all = condlab.reduce(net, x=X, count_kwargs=share)  # the default keeps them
+    kept_all = condlab.reduce(net, x=X, count_kwargs=share, negligible="keep")
     assert kept_all.reduced_width == 6 and kept_all.errors["train_error"] <= 1e-12
     with pytest.raises(ValueError, match="negligible='x' is not accepted"):
         condlab.reduce(net, x=X, negligible="x")

@@ -374,8 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="a run directory, or a batch directory written by `condlab train`")
     p.add_argument("--epoch", type=int, help="snapshot epoch (default: last one inside the initial stage)")
     p.add_argument("--layer", type=int, default=1, help="hidden layer 1..L to reduce (default 1)")
-    p.add_argument("--negligible", choices=["merge", "drop", "keep"], default="keep",
-                   help="neurons below the amplitude cutoff: merged into one, dropped, or kept (default)")
+    p.add_argument("--negligible", choices=["merge", "drop", "keep"], default="merge",
+                   help="neurons below the amplitude cutoff: merged into one (default), dropped or kept")
     p.add_argument("--amplitude-tol", type=float,
                    help="split each line into amplitude bands r_max <= (1 + tol) r_min before merging")
     p.add_argument("--out", help="output directory (default: RUN/reduce/epochE)")

@@ -22,11 +22,9 @@ folded in, and the next layer's columns A_j (the output weights a_j of a two-lay
   grown out of the small-weight regime (the leading-order merge assumes r_j σ-small);
 * scattered neurons are kept as they are. Negligible ones (below the amplitude cutoff), while
   in the small-weight regime, contribute only their leading term:
-  ``negligible="merge"`` merges them all into one neuron by the same rule (for
+  ``negligible="merge"`` (default) merges them all into one neuron by the same rule (for
   p = 1 that keeps Σ_j a_j σ'(0) w_j·x exactly: a sum of linear terms is one linear term);
-  ``"drop"`` removes them (their constant σ(0) A_j moved to the bias); ``"keep"`` (default)
-  keeps them: once the largest neurons have grown (the end of the initial stage, Fig. 5)
-  neurons below 10 % of the largest amplitude can still carry much of the output.
+  ``"drop"`` removes them (their constant σ(0) A_j moved to the bias); ``"keep"`` keeps them.
 
 Residual layers are refused (the skip connection fixes the width).
 """
@@ -134,7 +132,7 @@ def _bands(W: np.ndarray, members: np.ndarray, amplitude_tol: float | None) -> l
 
 
 def reduce_layer(net: FCNet, layer: int = 0, *, count_kwargs: dict | None = None,
-                 negligible: str = "keep", amplitude_tol: float | None = None) -> Reduction:
+                 negligible: str = "merge", amplitude_tol: float | None = None) -> Reduction:
     """Merge the condensed lines of hidden layer `layer` (0-based) of `net`; see module docstring."""
     arch = net.arch
     if not 0 <= layer < arch.depth:
@@ -206,7 +204,7 @@ def grid_inputs(run: Any, seed: int = 0) -> np.ndarray:
 
 
 def reduce(net_or_run: Any, *, epoch: int | None = None, layer: int = 0, x: Any = None, y: Any = None,
-           x_test: Any = None, count_kwargs: dict | None = None, negligible: str = "keep",
+           x_test: Any = None, count_kwargs: dict | None = None, negligible: str = "merge",
            amplitude_tol: float | None = None, rank: bool = True) -> Reduction:
     """Reduce a network (FCNet or Run at `epoch`, default: the last snapshot of the initial stage).
 
