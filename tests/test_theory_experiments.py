@@ -40,3 +40,19 @@ def test_plateaus_of_a_two_step_loss_curve():
     found = plateaus(loss)
     assert len(found) == 3
     assert 1 <= found[0] < 200 and 400 < found[1] < 4000 and found[2] > 4500
+
+
+def test_theory_figures_draw_and_save(tmp_path):
+    from condlab.plotting import save_figure
+    from condlab.plotting._theory import plateau_plot, rank_plot, sample_size_plot
+
+    epochs = np.array([0, 10, 100, 1000])
+    figs = [
+        rank_plot(epochs, {"numpy rule": np.array([5, 20, 30, 25])}, np.array([0, 1, 1, 1]),
+                  reference={"O_f*": 6}, loss=np.array([1.0, 0.5, 0.1, 1e-6]), title="t"),
+        sample_size_plot([4, 8, 16], {"small": np.array([[1.0, 0.5], [1e-2, 2e-2], [1e-3, 1e-3]])},
+                         optimistic=6, n_params=300, threshold=1e-2),
+        plateau_plot(np.linspace(1, 0.01, 100), [5, 50], [0.9, 0.4], [8, 2]),
+    ]
+    for i, fig in enumerate(figs):
+        assert all(p.stat().st_size > 0 for p in save_figure(fig, tmp_path / f"f{i}"))
