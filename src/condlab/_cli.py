@@ -237,10 +237,12 @@ def _print_analysis(analysis, out: Path, figures: list[Path]) -> None:
             print(f"          note: {r.note}")
     print("  bound: p lines / 2p directions; angles: mean over measured lines of the angle "
           "to the nearest predicted line")
-    if analysis.model_rank:
+    if analysis.model_rank and "skipped" in analysis.model_rank:
+        print(f"  model rank: skipped ({analysis.model_rank['skipped']})")
+    elif analysis.model_rank:
         r = analysis.model_rank
         at = ", ".join(f"{k}: {v}" for k, v in r["rank_at"].items())
-        print(f"  model rank rank DF(theta) on the training inputs: {r['rank']} of {r['n_params']} "
+        print(f"  model rank rank DF(theta) on {r['inputs']} training inputs: {r['rank']} of {r['n_params']} "
               f"parameters, {r['n_outputs']} outputs ({r['rule']}; at rtol {at})")
     for f in analysis.polyfits:
         print(f"  polynomial fit of the output, degree {f.degree}: R^2 = {f.r2:.6f}")

@@ -28,6 +28,8 @@ from ._rank import model_rank
 from ._report import LayerReport, analyze_layer, default_epoch, layer_history, run_history
 
 TEST_POINTS = 200
+RANK_INPUTS = 1000               # model rank on the first 1000 training inputs at most
+RANK_MAX_ENTRIES = 20_000_000    # ... and only when DF(θ) has fewer entries (160 MB in float64)
 
 
 @dataclass
@@ -84,9 +86,7 @@ def analyze_run(run: Run, epoch: int | None = None, layers: list[int] | None = N
                                                               report.orientations)
     if run.config.data.d == 1:
         _one_dimensional(run, epoch, result)
-    rank = model_rank(run, epoch=epoch)
-    result.model_rank = {k: v for k, v in rank.to_dict().items() if k != "singular_values"}
-    result.arrays["singular_values"] = rank.singular_values
+    _add_model_rank(run, epoch, result)
     return result
 
 
@@ -105,6 +105,22 @@ def divergence(run: Run) -> str | None:
         return (f"this run diverged: its loss grew to {loss[worst]:.3g} at epoch {worst}, "
                 f"{loss[worst] / loss[0]:.3g} times its initial {loss[0]:.3g}")
     return None
+
+
+def _add_model_rank(run: Run, epoch: int, result: RunAnalysis) -> None:
+    """Model rank on (at most RANK_INPUTS of) the training inputs, skipped when J would be huge."""
+    x = run.x[:RANK_INPUTS]
+    n_params = sum(r * c for r, c in run.architecture.shapes)
+    rows = len(x) * run.config.model.d_out
+    if rows * n_params > RANK_MAX_ENTRIES:
+        result.model_rank = {"skipped": f"Jacobian of {rows} x {n_params} entries is above "
+                                        f"{RANK_MAX_ENTRIES:.0e}; call condlab.analysis.model_rank "
+                                        "on fewer inputs"}
+        return
+    rank = model_rank(run, x, epoch=epoch)
+    result.model_rank = {k: v for k, v in rank.to_dict().items() if k != "singular_values"}
+    result.model_rank["inputs"] = len(x)
+    result.arrays["singular_values"] = rank.singular_values
 
 
 def _one_dimensional(run: Run, epoch: int, result: RunAnalysis) -> None:
