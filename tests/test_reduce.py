@@ -91,3 +91,13 @@ def test_reduce_refuses_residual_layers():
     arch = Architecture(2, 4, 2, 1, (get_activation("tanh"),) * 2, True, True)
     with pytest.raises(ValueError, match="residual"):
         condlab.reduce(FCNet(arch, condlab.init_weights(arch, 0, 0.1)), layer=1)
+
+
+def test_effective_rank_counts_lines_times_parameters_per_neuron():
+    rng = np.random.default_rng(3)
+    lines = rng.normal(size=(2, 4))
+    rows = lines[np.arange(10) % 2] * rng.choice([-1.0, 1.0], 10)[:, None]
+    net = _net(rows, rng.normal(size=10))
+    eff = condlab.effective_rank(net, X)
+    assert eff["lines"] == 2 and eff["structure"] == 2 * (4 + 1)
+    assert eff["reduced"] == eff["raw"] == 2 * 5 + 1   # + the output bias
