@@ -222,6 +222,8 @@ def reduce(net_or_run: Any, *, epoch: int | None = None, layer: int = 0, x: Any 
         x = net_or_run.x if x is None else x
         y = net_or_run.y if y is None else y
         x_test = grid_inputs(net_or_run) if x_test is None else x_test
+    # a float64 copy: the user's network is never cast in place
+    net = FCNet(net.arch, [w.detach().to(torch.float64) for w in net.layers])
     result = reduce_layer(net, layer, count_kwargs=count_kwargs, negligible=negligible,
                           amplitude_tol=amplitude_tol)
     result.epoch = epoch
@@ -230,7 +232,7 @@ def reduce(net_or_run: Any, *, epoch: int | None = None, layer: int = 0, x: Any 
             if inputs is None:
                 continue
             xt = torch.as_tensor(np.asarray(inputs), dtype=torch.float64)
-            result.errors[f"{key}_error"] = _relative_error(result.net(xt), net.to(torch.float64)(xt))
+            result.errors[f"{key}_error"] = _relative_error(result.net(xt), net(xt))
         if x is not None and y is not None:
             xt, yt = (torch.as_tensor(np.asarray(v), dtype=torch.float64) for v in (x, y))
             result.errors["loss"] = _loss(net, xt, yt)
