@@ -2,6 +2,7 @@
 `make demo-all` / `reproduce all --quick`; here their parts, on small inputs)."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -56,3 +57,19 @@ def test_theory_figures_draw_and_save(tmp_path):
     ]
     for i, fig in enumerate(figs):
         assert all(p.stat().st_size > 0 for p in save_figure(fig, tmp_path / f"f{i}"))
+
+
+@pytest.mark.parametrize("name, claims", [("optimistic", 6), ("embedding", 4)])
+def test_ci_sized_experiment_writes_claims_and_figures(tmp_path, name, claims):
+    """The versions `reproduce all --quick` runs (smoke): claims.json with every claim, figures."""
+    import json
+
+    from condlab.reproduce import reproduce
+
+    result = reproduce(name, seeds=[0, 1], quick=True, smoke=True, out=tmp_path)
+    data = json.loads((tmp_path / name / "claims.json").read_text())
+    assert data["settings"]["mode"] == "smoke" and data["seeds"] == [0]
+    assert len(data["claims"]) == claims
+    # rank claims are measured on recovering runs only; every other claim on every seed/plateau
+    assert all(c["passed_per_seed"] for c in data["claims"] if "rank" not in c["id"])
+    assert result.figures and all(Path(f).is_file() for f in result.figures)
