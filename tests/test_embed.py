@@ -11,14 +11,15 @@ import pytest
 import torch
 
 import condlab
-from condlab import Architecture, FCNet, get_activation
+from condlab import FCNet, get_activation
+from condlab._arch import FullyConnected, Residual
 from condlab.embed import gradient_norm, newton_refine, split
 
 ALPHAS = [0.5, 0.3, -1.0, 2.0]
 
 
 def _deep(seed: int, depth: int = 2, width: int = 3, d: int = 1) -> FCNet:
-    arch = Architecture(d, width, depth, 1, (get_activation("tanh"),) * depth, False, True)
+    arch = FullyConnected(d, width, depth, 1, (get_activation("tanh"),) * depth, True)
     return FCNet(arch, condlab.init_weights(arch, seed, 0.8))
 
 
@@ -37,7 +38,7 @@ def test_split_preserves_the_output(depth, layer):
 def test_split_refuses_bad_neurons_and_residual_layers():
     with pytest.raises(ValueError, match="neuron 7 does not exist"):
         split(_deep(0, 1), 7, 0.5)
-    arch = Architecture(1, 3, 2, 1, (get_activation("tanh"),) * 2, True, True)
+    arch = Residual(1, 3, 2, 1, (get_activation("tanh"),) * 2, True)
     with pytest.raises(ValueError, match="residual"):
         split(FCNet(arch, condlab.init_weights(arch, 0, 0.5)), 0, 0.5)
 

@@ -5,7 +5,8 @@ import pytest
 import torch
 from torch import nn
 
-from condlab import Architecture, FCNet, get_activation
+from condlab import FCNet, get_activation
+from condlab._arch import FullyConnected
 from condlab.analysis import model_rank, rank_over_snapshots
 
 
@@ -41,7 +42,7 @@ def test_talk_example_condensed_has_rank_at_most_2(a, w):
 
 def _net(rows: np.ndarray, out: np.ndarray, act: str = "tanh") -> FCNet:
     d = rows.shape[1] - 1
-    arch = Architecture(d, rows.shape[0], 1, 1, (get_activation(act),), False, True)
+    arch = FullyConnected(d, rows.shape[0], 1, 1, (get_activation(act),), True)
     return FCNet(arch, [torch.as_tensor(rows), torch.as_tensor(out[None, :])])
 
 

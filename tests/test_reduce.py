@@ -12,14 +12,15 @@ import pytest
 import torch
 
 import condlab
-from condlab import Architecture, FCNet, get_activation
+from condlab import FCNet, get_activation
+from condlab._arch import FullyConnected, Residual
 from condlab._cli import main
 
 X = torch.as_tensor(np.random.default_rng(9).uniform(-2, 2, (200, 3)))
 
 
 def _net(rows, out, act="tanh", bias=0.1):
-    arch = Architecture(rows.shape[1] - 1, rows.shape[0], 1, 1, (get_activation(act),), False, True)
+    arch = FullyConnected(rows.shape[1] - 1, rows.shape[0], 1, 1, (get_activation(act),), True)
     return FCNet(arch, [torch.as_tensor(rows), torch.as_tensor(np.append(out, bias)[None, :])])
 
 
@@ -88,7 +89,7 @@ def test_condlab_reduce_cli_writes_reduction_json(tmp_path, capsys):
 
 
 def test_reduce_refuses_residual_layers():
-    arch = Architecture(2, 4, 2, 1, (get_activation("tanh"),) * 2, True, True)
+    arch = Residual(2, 4, 2, 1, (get_activation("tanh"),) * 2, True)
     with pytest.raises(ValueError, match="residual"):
         condlab.reduce(FCNet(arch, condlab.init_weights(arch, 0, 0.1)), layer=1)
 

@@ -38,7 +38,7 @@ def split(net: FCNet, neuron: int, alpha: float, layer: int = 0) -> FCNet:
     arch = net.arch
     if not 0 <= layer < arch.depth:
         raise ValueError(f"layer {layer + 1} does not exist: this network has layers 1..{arch.depth}")
-    if arch.is_residual(layer) or arch.is_residual(layer + 1):
+    if arch.skip(layer) or (layer + 1 < arch.depth and arch.skip(layer + 1)):
         raise ValueError("split: residual layers keep their width (skip connections); use arch=fc")
     weights = [w.detach().clone() for w in net.layers]
     W, nxt = weights[layer], weights[layer + 1]

@@ -137,7 +137,7 @@ def reduce_layer(net: FCNet, layer: int = 0, *, count_kwargs: dict | None = None
     arch = net.arch
     if not 0 <= layer < arch.depth:
         raise ValueError(f"layer {layer + 1} does not exist: this network has layers 1..{arch.depth}")
-    if arch.is_residual(layer) or arch.is_residual(layer + 1):
+    if arch.skip(layer) or (layer + 1 < arch.depth and arch.skip(layer + 1)):
         raise ValueError("reduce: residual layers keep their width (skip connections); use arch=fc")
     weights = [w.detach().to(torch.float64).numpy().copy() for w in net.layers]
     W, nxt = weights[layer], weights[layer + 1]

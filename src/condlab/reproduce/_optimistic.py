@@ -25,7 +25,8 @@ import numpy as np
 import torch
 
 from .. import Config
-from .._models import Architecture, FCNet
+from .._arch import FullyConnected
+from .._models import FCNet
 from .._reduce import reduce
 from ..analysis import model_rank, rank_over_snapshots
 from ..plotting import panel_row
@@ -77,7 +78,7 @@ def optimistic_size(k: int, x: np.ndarray) -> int:
     out = np.zeros((1, WIDTH))
     for i, (a, w) in enumerate(TEACHERS[k]):
         rows[i, :D], out[0, i] = w, a
-    arch = Architecture(D, WIDTH, 1, 1, (get_activation("tanh"),), False, False)
+    arch = FullyConnected(D, WIDTH, 1, 1, (get_activation("tanh"),), False)
     return model_rank(FCNet(arch, [torch.as_tensor(rows), torch.as_tensor(out)]), x).rank
 
 
