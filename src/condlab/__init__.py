@@ -7,6 +7,8 @@ Public API (everything else lives in private modules and may change):
     condlab.load_run(path)           -> Run           read a run directory back
     condlab.preset("fig3")           -> Config        the paper's caption settings
     condlab.get_activation("xtanh")  -> Activation    with its computed multiplicity p
+    condlab.inspect(model_or_state_dict, layers="fc*") -> DataFrame   condensation per layer
+    condlab.Tracker(model, every=50, out=DIR)          -> .step(epoch, loss) in your own loop
 """
 
 __version__ = "0.1.0"
@@ -21,6 +23,8 @@ from ._activations import (
 from ._api import resume, train
 from ._config import Config, ConfigError, DataConfig, ModelConfig, TrainConfig
 from ._data import Dataset, make_dataset
+from ._inspect import inspect
+from ._layers import extract_layers
 from ._models import Architecture, BatchedNet, FCNet, init_weights
 from ._presets import PRESETS, preset
 from ._records import Run, RunResult, load_run
@@ -44,8 +48,10 @@ __all__ = [
     "__version__",
     "activation_table",
     "get_activation",
+    "extract_layers",
     "init_weights",
     "initial_stage_end",
+    "inspect",
     "list_activations",
     "load_run",
     "make_dataset",

@@ -242,6 +242,12 @@ def _print_analysis(analysis, out: Path, figures: list[Path]) -> None:
     print(f"  written: {out / 'analysis.json'}" + (f" and {len(figures)} figures" if figures else ""))
 
 
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from ._inspect import run_inspect
+
+    return run_inspect(args)
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from ._guards import point_latest, reproduce_out
     from .reproduce import EXPERIMENTS, check_data_dir, reproduce, reproduce_all, summary_rows
@@ -318,6 +324,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="set aside neurons below this fraction of the largest amplitude (default 0.1)")
     p.add_argument("--min-share", type=float, help="smallest share of a condensed line (default 0.05)")
     p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("inspect", help="condensation of every layer of a PyTorch checkpoint (any model)")
+    p.add_argument("checkpoint", help="a state_dict saved with torch.save, a .safetensors file, or "
+                   "(with --unsafe-pickle) a pickled nn.Module")
+    p.add_argument("--layers", action="append", metavar="PATTERN",
+                   help="glob over layer names, e.g. 'fc*' or 'layers.*.self_attn.q' (repeatable)")
+    p.add_argument("--heads", type=int, help="attention heads, to split Q/K/V per head (a state_dict "
+                   "does not record it)")
+    p.add_argument("--json", action="store_true", help="print the table as JSON")
+    p.add_argument("--out", help="write inspect.csv, inspect.json and cosine heat maps here")
+    p.add_argument("--no-figures", action="store_true", help="with --out: no heat maps")
+    p.add_argument("--unsafe-pickle", action="store_true",
+                   help="allow a pickled whole nn.Module: unpickling RUNS CODE from the file, so only "
+                   "use it on files you trust")
+    p.add_argument("--cos-threshold", type=float, help="|cos| to join a line (default 0.95)")
+    p.add_argument("--amplitude-ratio", type=float,
+                   help="set aside neurons below this fraction of the largest amplitude (default 0.1)")
+    p.add_argument("--min-share", type=float, help="smallest share of a condensed line (default 0.05)")
+    p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("reproduce",
                        help="reproduce an experiment of the papers, with a verdict on each claim")
