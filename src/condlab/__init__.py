@@ -28,6 +28,7 @@ from ._layers import extract_layers
 from ._models import Architecture, BatchedNet, FCNet, init_weights
 from ._presets import PRESETS, preset
 from ._records import Run, RunResult, load_run
+from ._tracker import Tracker, lightning_callback
 from ._training import TrainingWarning, initial_stage_end
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "Run",
     "RunResult",
     "TrainConfig",
+    "Tracker",
     "TrainingWarning",
     "__version__",
     "activation_table",
@@ -52,6 +54,7 @@ __all__ = [
     "init_weights",
     "initial_stage_end",
     "inspect",
+    "lightning_callback",
     "list_activations",
     "load_run",
     "make_dataset",

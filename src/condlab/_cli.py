@@ -209,7 +209,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def _figures(run, analysis, out: Path) -> list[Path]:
+    from .analysis._external import is_external
     from .plotting import analysis_figures
+
+    if is_external(run):  # any layer size: heat maps of a stated sample of rows
+        from ._inspect import external_run_figures
+
+        return external_run_figures(run, analysis, out)
 
     return analysis_figures(run, analysis, out)
 

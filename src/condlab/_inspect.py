@@ -224,3 +224,20 @@ def run_inspect(args: Any) -> int:
             print(f"written: {len(written)} files in {args.out} (inspect.csv, inspect.json"
                   + (", heat maps)" if len(written) > 2 else ")"))
     return 0
+
+
+def external_run_figures(run: Any, analysis: Any, out: str | Path) -> list[Path]:
+    """Heat maps (sampled like write_report's) and the loss curve of an analysed Tracker run."""
+    from .plotting import cosine_heatmap, loss_plot, save_figure
+
+    out, written = Path(out), []
+    for report in analysis.layers:
+        W = run.layer(report.layer, analysis.epoch)
+        shown, sub = heatmap_matrix(W, report.orientations)
+        title = f"{report.layer}: {report.orientations.n_lines} lines, step {analysis.epoch}" + (
+            f" ({len(shown)} of {W.shape[0]} rows)" if len(shown) < W.shape[0] else "")
+        written += save_figure(cosine_heatmap(sub, np.arange(len(shown)), title=title),
+                               out / f"cosine_{_safe_name(report.layer)}", formats=("png",))
+    written += save_figure(loss_plot(run.loss, snapshot_epoch=analysis.epoch, title="training loss"),
+                           out / "loss", formats=("png",))
+    return written
