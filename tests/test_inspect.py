@@ -201,3 +201,19 @@ def test_cli_on_a_cnn_state_dict_and_a_pickled_transformer(tmp_path: Path, capsy
                  "--layers", "layers.0.self_attn.*"]) == 0
     rows = json.loads(capsys.readouterr().out)["layers"]
     assert [r["layer"] for r in rows][:2] == ["layers.0.self_attn.q", "layers.0.self_attn.q.h0"]
+
+
+def test_fig2_counts_through_the_adapter_match_inspect_on_its_checkpoint(tmp_path: Path, capsys) -> None:
+    from condlab._datasets import write_cifar10
+    from condlab.reproduce import reproduce
+
+    g = np.random.default_rng(0)
+    write_cifar10(tmp_path / "data", g.integers(0, 256, (12, 3, 32, 32), dtype=np.uint8), g.integers(0, 10, 12))
+    result = reproduce("fig2", seeds=[0], quick=True, out=tmp_path / "out", data_dir=tmp_path / "data")
+    measured = {c.id.split("/")[1]: c.measured["lines"][0] for c in result.claims}
+    assert len(measured) == 4
+    for act, lines in measured.items():
+        path = tmp_path / "out" / "fig2" / "checkpoints" / f"head_{act}_seed0.pt"
+        assert main(["inspect", str(path), "--layers", "fc1", "--json"]) == 0
+        (row,) = json.loads(capsys.readouterr().out)["layers"]
+        assert row["layer"] == "fc1" and row["lines"] == lines
