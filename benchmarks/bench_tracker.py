@@ -39,7 +39,8 @@ def main() -> None:
         net = make_cifar_net("relu", seed=0)
         opt = torch.optim.Adam(net.parameters(), lr=1e-4)
         g = torch.Generator().manual_seed(0)
-        x, y = torch.randn(args.batch, 3, 32, 32, generator=g), torch.randint(0, 10, (args.batch,), generator=g)
+        x = torch.randn(args.batch, 3, 32, 32, generator=g)
+        y = torch.randint(0, 10, (args.batch,), generator=g)
         variants = {"metrics": dict(), "metrics+sweep": dict(count_kwargs={"sweep": SWEEP}),
                     "metrics+snapshots": dict(snapshots=True)}
         trackers = {k: condlab.Tracker(net, every=args.every, **kw) for k, kw in variants.items()}

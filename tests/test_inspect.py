@@ -208,7 +208,8 @@ def test_fig2_counts_through_the_adapter_match_inspect_on_its_checkpoint(tmp_pat
     from condlab.reproduce import reproduce
 
     g = np.random.default_rng(0)
-    write_cifar10(tmp_path / "data", g.integers(0, 256, (12, 3, 32, 32), dtype=np.uint8), g.integers(0, 10, 12))
+    images = g.integers(0, 256, (12, 3, 32, 32), dtype=np.uint8)
+    write_cifar10(tmp_path / "data", images, g.integers(0, 10, 12))
     result = reproduce("fig2", seeds=[0], quick=True, out=tmp_path / "out", data_dir=tmp_path / "data")
     measured = {c.id.split("/")[1]: c.measured["lines"][0] for c in result.claims}
     assert len(measured) == 4

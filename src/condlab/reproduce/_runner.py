@@ -9,6 +9,7 @@ from ._context import Context, Experiment
 from ._multidim import fig3, fig4, fig4_plain, relu, simple_target
 from ._one_d import evolution, fig5, fig6
 from ._real import fig2, mnist
+from ._transformer import transformer
 
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
     Experiment("fig2", "NeurIPS 2022, Fig. 2", "CIFAR-10 ResNet18-like + FC head: 1 line (2 for xtanh)",
@@ -24,6 +25,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
                simple_target),
     Experiment("mnist", "two-layer paper, Fig. 2(b)", "MNIST, 30 x2tanh neurons: one line", mnist,
                dataset="mnist"),
+    Experiment("transformer", "issue 12; talk (004)", "small transformer: W_Q, W_K condense at small init",
+               transformer),
 ]}
 DEFAULT_SEEDS, QUICK_SEEDS = 5, 2
 
