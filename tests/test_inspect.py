@@ -194,6 +194,14 @@ def test_cli_on_a_cnn_state_dict_and_a_pickled_transformer(tmp_path: Path, capsy
     assert (tmp_path / "o" / "inspect.csv").read_text().startswith("layer,kind,rows,cols,lines")
     assert main(["inspect", str(tmp_path / "cnn.pt"), "--out", str(tmp_path / "o")]) == 2  # no overwrite
 
+    torch.save(net, tmp_path / "cnn_module.pt")  # a pickled whole module: only with the flag
+    assert main(["inspect", str(tmp_path / "cnn_module.pt")]) == 2
+    assert main(["inspect", str(tmp_path / "cnn_module.pt"), "--unsafe-pickle", "--layers", "head.*"]) == 0
+    assert "head.fc2" in capsys.readouterr().out
+
+    torch.save(_encoder().state_dict(), tmp_path / "enc_sd.pt")
+    assert main(["inspect", str(tmp_path / "enc_sd.pt"), "--heads", "4"]) == 0
+    assert "layers.1.self_attn.v.h3" in capsys.readouterr().out
     torch.save(_encoder(), tmp_path / "enc.pt")
     assert main(["inspect", str(tmp_path / "enc.pt")]) == 2
     capsys.readouterr()
