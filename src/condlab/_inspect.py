@@ -206,8 +206,10 @@ def run_inspect(args: Any) -> int:
     """``condlab inspect``: load a checkpoint safely, print the table, optionally write files."""
     import json
 
+    from ._guards import check_count_options
     from ._safe_load import load_checkpoint
 
+    check_count_options(args.cos_threshold, args.amplitude_ratio, args.min_share)
     counting = {k: v for k, v in (("cos_threshold", args.cos_threshold),
                                   ("amplitude_ratio", args.amplitude_ratio),
                                   ("min_share", args.min_share)) if v is not None}
