@@ -12,11 +12,11 @@ import torch
 from torch import nn
 
 import condlab
-from condlab._safe_load import CheckpointError, load_checkpoint
 from condlab._cli import main
 from condlab._cnn import make_cifar_net
 from condlab._inspect import effective_neurons, heatmap_matrix, heatmap_rows, inspect_model
 from condlab._layers import extract_layers
+from condlab._safe_load import CheckpointError, load_checkpoint
 from condlab.analysis import count_orientations
 
 torch.manual_seed(0)
