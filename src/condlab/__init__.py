@@ -9,6 +9,8 @@ Public API (everything else lives in private modules and may change):
     condlab.get_activation("xtanh")  -> Activation    with its computed multiplicity p
     condlab.reduce(run_or_net)       -> Reduction     condensed groups merged into single neurons
     condlab.embed.split(net, j, a)   -> FCNet         one-step splitting embedding (wider, same output)
+    condlab.inspect(model_or_state_dict, layers="fc*") -> DataFrame   condensation per layer
+    condlab.Tracker(model, every=50, out=DIR)          -> .step(epoch, loss) in your own loop
 """
 
 __version__ = "0.1.0"
@@ -23,10 +25,13 @@ from ._activations import (
 from ._api import resume, train
 from ._config import Config, ConfigError, DataConfig, ModelConfig, TrainConfig
 from ._data import Dataset, make_dataset
+from ._inspect import inspect
+from ._layers import extract_layers
 from ._models import Architecture, BatchedNet, FCNet, init_weights
 from ._presets import PRESETS, preset
 from ._records import Run, RunResult, load_run
 from ._reduce import Reduction, effective_rank, reduce
+from ._tracker import Tracker, lightning_callback
 from ._training import TrainingWarning, initial_stage_end
 
 __all__ = [
@@ -44,13 +49,17 @@ __all__ = [
     "Run",
     "RunResult",
     "TrainConfig",
+    "Tracker",
     "TrainingWarning",
     "__version__",
     "activation_table",
     "effective_rank",
     "get_activation",
+    "extract_layers",
     "init_weights",
     "initial_stage_end",
+    "inspect",
+    "lightning_callback",
     "list_activations",
     "load_run",
     "make_dataset",

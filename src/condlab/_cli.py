@@ -209,7 +209,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def _figures(run, analysis, out: Path) -> list[Path]:
+    from .analysis._external import is_external
     from .plotting import analysis_figures
+
+    if is_external(run):  # any layer size: heat maps of a stated sample of rows
+        from ._inspect import external_run_figures
+
+        return external_run_figures(run, analysis, out)
 
     return analysis_figures(run, analysis, out)
 
@@ -247,6 +253,12 @@ def _print_analysis(analysis, out: Path, figures: list[Path]) -> None:
     for f in analysis.polyfits:
         print(f"  polynomial fit of the output, degree {f.degree}: R^2 = {f.r2:.6f}")
     print(f"  written: {out / 'analysis.json'}" + (f" and {len(figures)} figures" if figures else ""))
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from ._inspect import run_inspect
+
+    return run_inspect(args)
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -357,6 +369,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="set aside neurons below this fraction of the largest amplitude (default 0.1)")
     p.add_argument("--min-share", type=float, help="smallest share of a condensed line (default 0.05)")
     p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("inspect", help="condensation of every layer of a PyTorch checkpoint (any model)")
+    p.add_argument("checkpoint", help="a state_dict saved with torch.save, a .safetensors file, or "
+                   "(with --unsafe-pickle) a pickled nn.Module")
+    p.add_argument("--layers", action="append", metavar="PATTERN",
+                   help="glob over layer names, e.g. 'fc*' or 'layers.*.self_attn.q' (repeatable)")
+    p.add_argument("--heads", type=int, help="attention heads, to split Q/K/V per head (a state_dict "
+                   "does not record it)")
+    p.add_argument("--json", action="store_true", help="print the table as JSON")
+    p.add_argument("--out", help="write inspect.csv, inspect.json and cosine heat maps here")
+    p.add_argument("--no-figures", action="store_true", help="with --out: no heat maps")
+    p.add_argument("--unsafe-pickle", action="store_true",
+                   help="allow a pickled whole nn.Module: unpickling RUNS CODE from the file, so only "
+                   "use it on files you trust")
+    p.add_argument("--cos-threshold", type=float, help="|cos| to join a line (default 0.95)")
+    p.add_argument("--amplitude-ratio", type=float,
+                   help="set aside neurons below this fraction of the largest amplitude (default 0.1)")
+    p.add_argument("--min-share", type=float, help="smallest share of a condensed line (default 0.05)")
+    p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("reproduce",
                        help="reproduce an experiment of the papers, with a verdict on each claim")

@@ -207,6 +207,14 @@ def _check_shapes(path: Path, config: Config, epochs: np.ndarray, weights: dict,
         raise RecordError(f"'{path / 'data.npz'}': x has shape {x.shape}, expected (n, {config.data.d})")
 
 
+def _check_external(path: Path, epochs: np.ndarray, weights: dict) -> None:
+    """A Tracker record: every snapshot layer is float (S, rows, cols), S = len(epochs)."""
+    for name, got in weights.items():
+        if got.ndim != 3 or got.shape[0] != len(epochs) or not np.issubdtype(got.dtype, np.floating):
+            raise RecordError(f"'{path / 'snapshots.npz'}': {name} has shape {got.shape} ({got.dtype}), "
+                              f"expected float ({len(epochs)}, rows, cols): the record is corrupt; {_FIX}")
+
+
 def load_run(path: str | Path) -> Run:
     """Read a run directory written by ``condlab train``; a corrupt part raises RecordError naming it."""
     path = Path(path)
@@ -223,7 +231,10 @@ def load_run(path: str | Path) -> Run:
     snap = _npz(path / "snapshots.npz", ["epochs"])
     epochs = snap.pop("epochs")
     data = _npz(path / "data.npz", ["x", "y"])
-    _check_shapes(path, config, epochs, snap, data["x"])
+    if meta.get("architecture") == "external":  # condlab.Tracker: layers of a model condlab did not build
+        _check_external(path, epochs, snap)
+    else:
+        _check_shapes(path, config, epochs, snap, data["x"])
     try:
         loss = np.loadtxt(path / "loss.csv", delimiter=",", skiprows=1, ndmin=2)[:, 1]
     except (ValueError, IndexError, OSError):

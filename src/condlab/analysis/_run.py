@@ -69,6 +69,10 @@ class RunAnalysis:
 def analyze_run(run: Run, epoch: int | None = None, layers: list[int] | None = None, *,
                 replay: bool = True, predict: bool = True, count_kwargs: dict | None = None) -> RunAnalysis:
     """Analyse hidden layers (0-based; default all) of `run` at `epoch` (default: default_epoch)."""
+    from ._external import analyze_external, is_external
+
+    if is_external(run):  # a Tracker record of someone else's model: measure only
+        return analyze_external(run, epoch, layers, count_kwargs)
     epoch = default_epoch(run) if epoch is None else int(epoch)
     run.index(epoch)  # a clear error when the epoch was not recorded
     depth = run.config.model.depth

@@ -13,6 +13,8 @@ import os
 
 from .. import Config
 from .._datasets import ENV_VAR, DatasetMissing, data_root, load_mnist
+from .._inspect import inspect_model
+from .._io import atomic_write_bytes
 from ..analysis import analyze_layer, cosine_order, default_epoch
 from ..plotting import cosine_panels
 from ._claims import ExperimentResult
@@ -109,17 +111,44 @@ def fig2(ctx: Context) -> ExperimentResult:
         features = extract_features(conv, x, device=ctx.device)
         for act, lines, lr, epochs in FIG2:
             history = train_head(features, y, act, lr=lr, epochs=epochs, seed=seed, device=ctx.device)
-            W = history.weights["fc1"][-1]
-            o = _count(W)
+            head = _trained_head(history.weights, features.shape[1], act)
+            # Counted through the layer adapter, as `condlab inspect` counts the saved checkpoint.
+            report = inspect_model(head, layers="fc1")
+            o, W = report.orientations["fc1"], report.layers[0].weight.double().numpy()
             claims[act].record(o.n_lines == lines, lines=o.n_lines, directions=o.n_directions,
                                final_loss=round(float(history.loss[-1]), 4))
             if seed == ctx.seeds[0]:
                 panels.append((f"{act}, epoch {epochs}", W, cosine_order(W, o)))
+                path = ctx.out / "checkpoints" / f"head_{act}_seed{seed}.pt"
+                atomic_write_bytes(path, _state_bytes(head))
+                res.settings.setdefault("checkpoints", []).append(str(path))
+    res.choices.append("the trained FC head of the first seed is saved as a state_dict under "
+                       "checkpoints/; `condlab inspect FILE --layers fc1` gives the counts above")
     ctx.save(res, cosine_panels(panels, suptitle="Fig. 2: first FC layer"), "fig2")
     return res
 
 
-def _count(W):
-    from ..analysis import count_orientations
+def _trained_head(weights: dict, in_features: int, activation: str):
+    """An FCHead holding the last snapshot of `weights` ({name: (S, rows, cols)}, bias last)."""
+    import torch
 
-    return count_orientations(W)
+    from .._cnn import FCHead
+
+    head = FCHead(in_features, activation, width=weights["fc1"].shape[1],
+                  classes=weights["output"].shape[1])
+    with torch.no_grad():
+        for name, lin in head.layers().items():
+            W = torch.as_tensor(weights[name][-1])
+            lin.weight.copy_(W[:, :-1])
+            lin.bias.copy_(W[:, -1])
+    return head
+
+
+def _state_bytes(module) -> bytes:
+    import io
+
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(module.state_dict(), buf)
+    return buf.getvalue()

@@ -11,6 +11,7 @@ from ._multidim import fig3, fig4, fig4_plain, relu, simple_target
 from ._one_d import evolution, fig5, fig6
 from ._optimistic import optimistic
 from ._real import fig2, mnist
+from ._transformer import transformer
 
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
     Experiment("fig2", "NeurIPS 2022, Fig. 2", "CIFAR-10 ResNet18-like + FC head: 1 line (2 for xtanh)",
@@ -30,6 +31,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
                "init, far more samples at large init", optimistic),
     Experiment("embedding", "talk: embedding principle", "loss plateaus of a wide tanh net = narrow "
                "critical points, embedded", embedding),
+    Experiment("transformer", "issue 12; talk (004)", "small transformer: W_Q, W_K condense at small init",
+               transformer),
 ]}
 DEFAULT_SEEDS, QUICK_SEEDS = 5, 2
 
