@@ -4,6 +4,7 @@ Public API (everything else lives in private modules and may change):
 
     condlab.train(config, out=...)   -> RunResult     batched training, run records on disk
     condlab.resume(out)              -> RunResult     continue a killed batch from its checkpoint
+    condlab.sweep(spec, out=...)     -> SweepResult   a grid of runs, batched, resumable, one table
     condlab.load_run(path)           -> Run           read a run directory back
     condlab.preset("fig3")           -> Config        the paper's caption settings
     condlab.get_activation("xtanh")  -> Activation    with its computed multiplicity p
@@ -32,6 +33,7 @@ from ._presets import PRESETS, preset
 from ._records import Run, RunResult, load_run
 from ._reduce import Reduction, effective_rank, reduce
 from ._tracker import Tracker, lightning_callback
+from ._sweep import SweepResult, sweep
 from ._training import TrainingWarning, initial_stage_end
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "Reduction",
     "Run",
     "RunResult",
+    "SweepResult",
     "TrainConfig",
     "Tracker",
     "TrainingWarning",
@@ -67,5 +70,6 @@ __all__ = [
     "reduce",
     "register_activation",
     "resume",
+    "sweep",
     "train",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import sys
 import time
@@ -89,21 +90,28 @@ def train(
     config: Config | dict[str, Any] | str | Path,
     *,
     out: str | Path | None = None,
-    progress: bool | None = None,
+    progress: Any = None,
+    runs: list[RunSpec] | None = None,
 ) -> RunResult:
     """Train every run of `config` as one batched computation; write run directories to `out`.
 
     Returns the runs in memory either way. `progress` shows a bar (default: when stderr is a
-    terminal). Runs that diverge or an interrupted batch (SIGINT, SIGTERM) are recorded with
+    terminal), or is an object whose ``update(1)`` is called after each epoch (a sweep's bar).
+    Runs that diverge or an interrupted batch (SIGINT, SIGTERM) are recorded with
     their status. With `out`, a checkpoint is kept there every ``train.checkpoint_seconds``
     until the batch completes, so a killed batch can be continued with ``resume(out)``.
+    `runs` trains just these runs (default: every combination, ``run_specs``; not with `out`,
+    whose directory names and checkpoint stand for every combination): how a sweep batches.
     """
     from ._guards import check_writable
 
     cfg = _as_config(config)
+    if runs is not None and out is not None:
+        raise ValueError("train(runs=...) trains a subset of a config's runs and writes no records: "
+                         "leave out `out` and write each run with write_run")
     if out is not None:
         check_writable(Path(out))  # before any training, not after it
-    return _run_batch(cfg, Path(out) if out is not None else None, progress, None)
+    return _run_batch(cfg, Path(out) if out is not None else None, progress, None, runs)
 
 
 def resume(out: str | Path, *, progress: bool | None = None) -> RunResult:
@@ -129,17 +137,18 @@ class _Batch:
     y: torch.Tensor
 
 
-def _build(cfg: Config) -> _Batch:
+def _build(cfg: Config, runs: list[RunSpec] | None = None) -> _Batch:
     from ._guards import check_memory
 
     t = cfg.train
-    specs = run_specs(cfg)
+    specs = run_specs(cfg) if runs is None else list(runs)
+    sized = cfg if runs is None else _with_run_count(cfg, len(specs))
     synthetic = cfg.data.source == "synthetic"
     if synthetic:  # sizes known before sampling: refuse what cannot fit before allocating it
-        check_memory(cfg, cfg.data.n, cfg.data.d, cfg.model.d_out)
+        check_memory(sized, cfg.data.n, cfg.data.d, cfg.model.d_out)
     dataset = make_dataset(cfg.data)
     if not synthetic:
-        check_memory(cfg, *dataset.x.shape, dataset.y.shape[1])
+        check_memory(sized, *dataset.x.shape, dataset.y.shape[1])
     if dataset.y.shape[1] != cfg.model.d_out:
         raise ConfigError(f"model.d_out={cfg.model.d_out}, but data.source='{cfg.data.source}' "
                           f"has {dataset.y.shape[1]} outputs: set model.d_out={dataset.y.shape[1]}")
@@ -156,8 +165,18 @@ def _build(cfg: Config) -> _Batch:
     return _Batch(cfg, specs, dataset, net, opt, dropout, x, y)
 
 
-def _run_batch(cfg: Config, out: Path | None, progress: bool | None, saved: dict | None) -> RunResult:
-    t, b = cfg.train, _build(cfg)
+def _with_run_count(cfg: Config, runs: int) -> Config:
+    """A copy of cfg whose per-run lists make `runs` runs, for the memory estimate of a subset."""
+    sized = copy.deepcopy(cfg)
+    sized.train.seeds = list(range(runs))
+    sized.model.init_std, sized.train.lr = sized.model.init_std[:1], sized.train.lr[:1]
+    return sized
+
+
+def _run_batch(cfg: Config, out: Path | None, progress: Any, saved: dict | None,
+               runs: list[RunSpec] | None = None) -> RunResult:
+    t, b = cfg.train, _build(cfg, runs)
+    outer = progress if hasattr(progress, "update") else None  # a sweep's bar counts our epochs
     state, before, resumed_at = None, 0.0, []
     if saved is not None:
         state = restore_checkpoint(saved, b.net, b.opt, b.dropout)
@@ -171,11 +190,11 @@ def _run_batch(cfg: Config, out: Path | None, progress: bool | None, saved: dict
                          before + time.perf_counter() - start, resumed_at, writer)
 
     with StopRequests() as stop, tqdm(total=t.epochs, initial=state.epoch if state else 0,
-                                      disable=not show, unit="epoch", leave=False,
+                                      disable=not show or outer is not None, unit="epoch", leave=False,
                                       desc=f"{cfg.name}: {len(b.specs)} runs", mininterval=0.5) as bar:
         outcome = train_batch(
             b.net, b.x, b.y, b.specs, optimizer=b.opt, epochs=t.epochs, dropout=b.dropout, state=state,
-            snapshot_at=snapshot_epochs(t.snapshots, t.epochs), eps=t.eps, progress=bar,
+            snapshot_at=snapshot_epochs(t.snapshots, t.epochs), eps=t.eps, progress=outer or bar,
             checkpoint=save if out is not None else None, checkpoint_seconds=t.checkpoint_seconds,
             should_stop=stop,
         )

@@ -157,6 +157,26 @@ def _resume_conflicts(args: argparse.Namespace) -> str:
     return ", ".join(given)
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from ._sweep import sweep
+
+    result = sweep(args.spec, out=args.out, executor=args.executor, address=args.address,
+                   dry_run=args.dry_run, progress=not args.no_progress and sys.stderr.isatty())
+    if args.dry_run:
+        batches = len({r.batch for r in result.plan.runs})
+        print(f"sweep {result.plan.name}: {len(result.plan.runs)} runs in {batches} batches; "
+              f"{result.skipped} already done, {result.pending} to train (dry run: nothing written)")
+        return 0
+    for error in result.errors:
+        print(f"condlab: error: {error}", file=sys.stderr)
+    print(result.summary())
+    if result.interrupted:
+        print(f"condlab: interrupted; finished runs are kept in {result.out}; run again to resume",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_DIVERGED if result.failed else 0
+
+
 def _run_dirs(path: Path) -> list[Path]:
     """A run directory, or every run of a batch directory (one with batch.json)."""
     from ._guards import read_json
@@ -432,6 +452,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print batch.json instead of the table")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("sweep", help="train every run of a sweep spec not done yet; write a results table")
+    p.add_argument("spec", help="sweep spec (YAML; see docs/sweeps.md)")
+    p.add_argument("--out", help="output directory (default: runs/sweep-NAME); reused to resume")
+    p.add_argument("--executor", default="local", choices=["local", "ray"],
+                   help="local: batches in this process (default); ray: one Ray task per batch")
+    p.add_argument("--address", help="Ray cluster address, e.g. 127.0.0.1:6379 (default: a local Ray)")
+    p.add_argument("--dry-run", action="store_true", help="plan and count runs; write and train nothing")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_sweep)
     return parser
 
 

@@ -1,0 +1,203 @@
+"""Train one batch of a sweep and write its runs; the executors that run batches (local, Ray).
+
+A batch is plain data (a config dict and the runs' hashes and specs), so it travels to a Ray
+worker as is. ``run_batch`` trains it through ``condlab.train``, measures each run's summary
+row (final loss, line counts, relative weight change) and writes every run directory with
+``write_run`` (assembled under a temporary name, renamed when complete), its summary inside
+``meta.json``. A batch that fails writes nothing, so it never touches another batch's runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FINISHED = ("complete", "diverged")  # a run with either status is never trained again
+RAY_MAX_RETRIES = 3
+
+
+@dataclass
+class Batch:
+    """Runs that one ``condlab.train`` call trains together."""
+
+    key: str
+    config: dict[str, Any]                 # the batch's config (batchable lists = union of the runs')
+    runs: list[tuple[str, dict[str, Any]]]  # (run hash, RunSpec fields)
+    epochs: int
+    cost: float                             # relative work, for the progress bar's ETA
+
+
+@dataclass
+class BatchDone:
+    """What a batch reports back: per run hash, its status and summary row; or the error."""
+
+    key: str
+    rows: dict[str, dict[str, Any]]
+    seconds: float = 0.0                   # training time (inside condlab.train)
+    error: str | None = None
+    interrupted: bool = False
+
+
+def summarize(run) -> dict[str, Any]:
+    """One table row of measurements for a trained run (see docs/sweeps.md for the columns).
+
+    Line counts: ``count_orientations`` (default thresholds) on each hidden layer's input
+    weights (m, q) at the last snapshot inside the initial stage (``layerK_lines``, the
+    epoch in ``lines_epoch``) and at the last snapshot (``layerK_lines_final``). Relative
+    change: ||W(T) - W(0)||_F / ||W(0)||_F per layer, T the last snapshot.
+    """
+    from .analysis import count_orientations, default_epoch
+
+    last = int(run.meta.get("last_epoch", len(run.loss) - 1))
+    loss = float(run.loss[min(last, len(run.loss) - 1)])
+    row: dict[str, Any] = {
+        "final_loss": loss if np.isfinite(loss) else None,
+        "last_epoch": last,
+        "initial_stage_epoch": run.initial_stage_epoch,
+        "lines_epoch": default_epoch(run),
+        "final_snapshot": int(run.epochs[-1]),
+    }
+    for name, w in run.weights.items():
+        if name.startswith("layer"):
+            row[f"{name}_lines"] = count_orientations(run.layer(name, row["lines_epoch"])).n_lines
+            row[f"{name}_lines_final"] = count_orientations(w[-1]).n_lines
+    for name, w in run.weights.items():
+        start = float(np.linalg.norm(w[0]))
+        row[f"{name}_rel_change"] = float(np.linalg.norm(w[-1] - w[0])) / start if start > 0 else None
+    return row
+
+
+def run_batch(batch: Batch, runs_dir: str, progress: Any = False) -> BatchDone:
+    """Train a batch, write each finished run to runs_dir/<hash>; runs one Ray task."""
+    from ._api import train
+    from ._config import Config
+    from ._records import RunSpec, write_run
+
+    cfg = Config.from_dict(batch.config)
+    specs = [RunSpec(**fields) for _, fields in batch.runs]
+    result = train(cfg, runs=specs, progress=progress)
+    if any(run.status == "interrupted" for run in result.runs):
+        return BatchDone(batch.key, {}, result.seconds, interrupted=True)  # nothing written
+    rows = {}
+    for (h, _), run in zip(batch.runs, result.runs, strict=True):
+        row = summarize(run)
+        run.meta["sweep"] = {"hash": h, "batch": batch.key, "summary": row}
+        write_run(run, Path(runs_dir) / h)
+        rows[h] = {"status": run.status, **row}
+    return BatchDone(batch.key, rows, result.seconds)
+
+
+def finished_row(run_dir: Path) -> dict[str, Any] | None:
+    """The summary row of a finished run directory, or None if the run must be trained."""
+    import json
+
+    meta_file = run_dir / "meta.json"
+    if not meta_file.is_file():
+        return None
+    meta = json.loads(meta_file.read_text())
+    if meta.get("status") not in FINISHED:
+        return None
+    summary = meta.get("sweep", {}).get("summary")
+    if summary is None:  # written by something other than a sweep: measure it now
+        from ._records import load_run
+
+        summary = summarize(load_run(run_dir))
+    return {"status": meta["status"], **summary}
+
+
+OnDone = Callable[[Batch, BatchDone], None]
+
+
+class _EpochCounter:
+    """Forwards condlab.train's per-epoch updates to the sweep's bar, in cost units."""
+
+    def __init__(self, bar: Any, step: float):
+        self.bar, self.step = bar, step
+
+    def update(self, n: int = 1) -> None:
+        if self.bar is not None:
+            self.bar.update(n * self.step)
+
+
+class LocalExecutor:
+    """Batches one after the other in this process (the default; needs nothing set up)."""
+
+    name = "local"
+
+    def run(self, batches: list[Batch], runs_dir: Path, bar: Any, on_done: OnDone) -> None:
+        for batch in batches:
+            start = time.perf_counter()
+            counter = _EpochCounter(bar, batch.cost / max(batch.epochs, 1))
+            try:
+                done = run_batch(batch, str(runs_dir), progress=counter)
+            except Exception as err:  # a broken batch must not stop the others
+                done = BatchDone(batch.key, {}, time.perf_counter() - start,
+                                 error=f"{type(err).__name__}: {err}")
+            on_done(batch, done)
+            if done.interrupted:
+                return
+
+
+class RayExecutor:
+    """One Ray task per batch on the cluster at `address` (a local one when None).
+
+    Every task writes its runs under `runs_dir`, which must be a path that every node sees.
+    A task lost to a dead worker or node, or failing with an OSError (a shared file system
+    hiccup), is retried up to RAY_MAX_RETRIES times; a batch that still fails is reported
+    failed and the other batches' runs are kept.
+    """
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, max_retries: int = RAY_MAX_RETRIES):
+        self.address, self.max_retries = address, max_retries
+
+    def run(self, batches: list[Batch], runs_dir: Path, bar: Any, on_done: OnDone) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise RuntimeError("the Ray executor needs Ray: pip install 'condlab[ray]'") from None
+        started_here = not ray.is_initialized()
+        if started_here:
+            ray.init(address=self.address, logging_level="ERROR", log_to_driver=False)
+        try:
+            task = ray.remote(num_cpus=1, max_retries=self.max_retries,
+                              retry_exceptions=[OSError])(run_batch)
+            pending = {task.remote(b, str(Path(runs_dir).resolve())): b for b in batches}
+            while pending:
+                (ref,), _ = ray.wait(list(pending), num_returns=1)
+                batch = pending.pop(ref)
+                try:
+                    done = ray.get(ref)
+                except Exception as err:  # after the retries: this batch failed, the others go on
+                    cause = getattr(err, "cause", None) or err
+                    done = BatchDone(batch.key, {}, error=f"{type(cause).__name__}: {cause}")
+                if bar is not None:
+                    bar.update(batch.cost)
+                on_done(batch, done)
+        finally:
+            if started_here:
+                ray.shutdown()
+
+
+def make_executor(name: str, address: str | None = None):
+    """'local' or 'ray' -> an executor object; a clear error for anything else."""
+    from ._config import ConfigError
+
+    if name == "local":
+        if address:
+            raise ConfigError("--address is for the Ray executor: add --executor ray")
+        return LocalExecutor()
+    if name == "ray":
+        return RayExecutor(address)
+    raise ConfigError(f"executor '{name}' is not accepted: choose local or ray")
+
+
+def spec_fields(spec) -> dict[str, Any]:
+    return dataclasses.asdict(spec)
