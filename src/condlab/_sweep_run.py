@@ -148,9 +148,10 @@ class RayExecutor:
     """One Ray task per batch on the cluster at `address` (a local one when None).
 
     Every task writes its runs under `runs_dir`, which must be a path that every node sees.
-    A task lost to a dead worker or node, or failing with an OSError (a shared file system
-    hiccup), is retried up to RAY_MAX_RETRIES times; a batch that still fails is reported
-    failed and the other batches' runs are kept.
+    A task lost to a dead worker or node, or failing with an I/O error that may pass (a shared
+    file system hiccup; not a missing file or a denied permission), is retried up to
+    RAY_MAX_RETRIES times; a batch that still fails is reported failed, and the other
+    batches' runs are kept: each task writes only its own run directories.
     """
 
     name = "ray"
@@ -168,7 +169,7 @@ class RayExecutor:
             ray.init(address=self.address, logging_level="ERROR", log_to_driver=False)
         try:
             task = ray.remote(num_cpus=1, max_retries=self.max_retries,
-                              retry_exceptions=[OSError])(run_batch)
+                              retry_exceptions=[TransientBatchError])(_ray_task)
             pending = {task.remote(b, str(Path(runs_dir).resolve())): b for b in batches}
             while pending:
                 (ref,), _ = ray.wait(list(pending), num_returns=1)
@@ -184,6 +185,19 @@ class RayExecutor:
         finally:
             if started_here:
                 ray.shutdown()
+
+
+class TransientBatchError(RuntimeError):
+    """An I/O error of a Ray task that another try may not meet; Ray retries these."""
+
+
+def _ray_task(batch: Batch, runs_dir: str) -> BatchDone:
+    try:
+        return run_batch(batch, runs_dir)
+    except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError):
+        raise  # the same on every try: not retried
+    except OSError as err:
+        raise TransientBatchError(f"{type(err).__name__}: {err}") from err
 
 
 def make_executor(name: str, address: str | None = None):

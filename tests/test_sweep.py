@@ -1,0 +1,211 @@
+"""Sweeps: planning (axes, hashes, batches), resuming, the results table, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import condlab
+from condlab._config import Config, ConfigError
+from condlab._sweep_plan import BATCHED_KEYS, make_plan, run_hash
+
+TINY = {
+    "name": "tiny",
+    "base": "fig5",
+    "set": {"train.epochs": 30, "train.snapshots": "every:10", "train.dtype": "float64"},
+    "grid": {"model.width": [8, 12]},
+    "zip": {"train.lr": [1e-3, 5e-4], "model.init_std": [0.005, 0.01]},
+    "seeds": {"init": 2, "data": [0, 1]},
+}
+
+
+def test_plan_is_the_product_of_the_axes_and_batches_share_everything_but_batchable_keys():
+    plan = make_plan(TINY)
+    assert len(plan.runs) == 2 * 2 * 2 * 2  # widths x zip x data seeds x init seeds
+    # a batch: one width and one data seed; lr, init_std and seed vary inside it
+    assert len(plan.batches) == 4 and all(len(h) == 4 for h in plan.batches.values())
+    assert plan.columns == ["model.width", "train.lr", "model.init_std", "data.seed", "seed"]
+    first = plan.runs[0]
+    assert first.settings == {"model.width": 8, "train.lr": 1e-3, "model.init_std": 0.005,
+                              "data.seed": 0, "seed": 0}
+    assert first.config["train"]["seeds"] == [0] and first.config["train"]["epochs"] == 30
+
+
+def test_list_axis_and_base_lists_become_single_runs():
+    spec = {"base": {"train": {"lr": [1e-3, 2e-3], "epochs": 5}},
+            "list": [{"model.width": 4}, {"model.width": 6, "data.n": 10}]}
+    plan = make_plan(spec)
+    assert len(plan.runs) == 4 and len(plan.batches) == 2
+    assert plan.columns == ["model.width", "data.n", "train.lr", "seed"]
+    assert [r.settings["train.lr"] for r in plan.runs] == [1e-3, 2e-3, 1e-3, 2e-3]
+
+
+def test_every_batched_key_is_per_run_in_condlab_train():
+    # the declared list must match what run_specs varies per run (else a batch is wrong)
+    from condlab._api import run_specs
+
+    raw = Config().to_dict()
+    for key in BATCHED_KEYS:
+        section, name = key.split(".")
+        value = raw[section][name][0]
+        raw[section][name] = [value, value * 2 + 1]
+    assert len(run_specs(Config.from_dict(raw))) == 2 ** len(BATCHED_KEYS)
+
+
+def test_hash_is_canonical_and_ignores_name_and_device():
+    cfg = Config().to_dict()
+    h = run_hash(cfg)
+    assert len(h) == 16 and h == run_hash(json.loads(json.dumps(cfg)))
+    renamed = Config().to_dict() | {"name": "other"}
+    renamed["train"]["device"] = "cuda"
+    assert run_hash(renamed) == h
+    reordered = {k: dict(reversed(list(v.items()))) if isinstance(v, dict) else v
+                 for k, v in reversed(list(cfg.items()))}
+    assert run_hash(reordered) == h
+    changed = Config().with_overrides(["train.lr=0.0011"]).to_dict()
+    assert run_hash(changed) != h
+    # YAML '1e-3' (a string to YAML) and 0.001 type to the same float: the same run
+    a = make_plan({"grid": {"train.lr": ["1e-3"]}}).runs[0].hash
+    b = make_plan({"grid": {"train.lr": [0.001]}}).runs[0].hash
+    assert a == b
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"grid": {"model.widht": [1]}}, "unknown key 'model.widht': model has keys"),
+    ({"grid": {"model.width": ["x"]}}, "model.width='x' is not accepted: expected an integer"),
+    ({"zip": {"data.n": [1, 2], "data.d": [1]}}, "different lengths"),
+    ({"grid": {"data.n": [5]}, "list": [{"data.n": 4}]}, "'data.n' is set by both grid and list"),
+    ({"grid": {"model.width": 3}}, "give a non-empty list"),
+    ({"axes": {}}, "unknown sweep key 'axes'"),
+    ({"base": "nope"}, "neither a preset"),
+    ({"seeds": {"init": 2, "model": 3}}, "unknown key 'seeds.model'"),
+])
+def test_bad_specs_are_one_line_errors(spec, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        make_plan(spec)
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_key_error_is_the_same_as_set():
+    with pytest.raises(ConfigError) as via_set:
+        Config().with_overrides(["train.lrr=1"])
+    with pytest.raises(ConfigError) as via_sweep:
+        make_plan({"grid": {"train.lrr": [1]}})
+    assert str(via_set.value) == str(via_sweep.value)
+
+
+def test_sweep_writes_table_and_resumes_without_retraining(tmp_path):
+    result = condlab.sweep(TINY, out=tmp_path, progress=False)
+    assert (result.trained, result.skipped, result.failed) == (16, 0, 0)
+    assert (tmp_path / "spec.yaml").is_file() and (tmp_path / "plan.json").is_file()
+    dirs = sorted((tmp_path / "runs").iterdir())
+    assert len(dirs) == 16 and all((d / "meta.json").is_file() for d in dirs)
+    mtimes = {d.name: (d / "meta.json").stat().st_mtime_ns for d in dirs}
+    again = condlab.sweep(TINY, out=tmp_path, progress=False)
+    assert (again.trained, again.skipped) == (0, 16)
+    assert "nothing to train" in again.summary()
+    # one run lost: only it is trained again, the others are untouched
+    victim = dirs[5]
+    for f in victim.iterdir():
+        f.unlink()
+    victim.rmdir()
+    third = condlab.sweep(TINY, out=tmp_path, progress=False)
+    assert (third.trained, third.skipped) == (1, 15)
+    for d in dirs:
+        if d != victim:
+            assert (d / "meta.json").stat().st_mtime_ns == mtimes[d.name]
+
+
+def test_table_rows_match_single_run_training(tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    result = condlab.sweep(TINY, out=tmp_path, progress=False)
+    table = pd.read_parquet(tmp_path / "results.parquet")
+    csv = pd.read_csv(tmp_path / "results.csv")
+    assert list(table.columns) == list(csv.columns) == result.columns
+    assert len(table) == 16 and (table["status"] == "complete").all()
+    assert np.allclose(table["final_loss"], csv["final_loss"], rtol=0, atol=0)
+    for column in ("layer1_lines", "layer1_lines_final", "layer1_rel_change", "output_rel_change"):
+        assert column in table.columns
+    # claim: a run trained inside a batch ends where it ends alone (float64, round-off only)
+    row = table.iloc[13]
+    planned = next(r for r in result.plan.runs if r.hash == row["run"])
+    alone = condlab.train(planned.config, progress=False)[0]
+    assert alone.loss[-1] == pytest.approx(row["final_loss"], rel=1e-9)
+    w = alone.weights["layer1"]
+    change = np.linalg.norm(w[-1] - w[0]) / np.linalg.norm(w[0])
+    assert change == pytest.approx(row["layer1_rel_change"], rel=1e-9)
+
+
+def test_csv_is_written_without_pyarrow(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    spec = dict(TINY, grid={"model.width": [8]}, seeds={"init": 1})
+    result = condlab.sweep(spec, out=tmp_path, progress=False)
+    assert result.tables == [tmp_path / "results.csv"]
+    assert not (tmp_path / "results.parquet").exists()
+
+
+def test_a_failing_batch_is_reported_and_the_others_are_kept(tmp_path):
+    spec = {"base": {"train": {"epochs": 5}, "data": {"data_dir": str(tmp_path / "none")}},
+            "grid": {"data.source": ["synthetic", "mnist"]}}
+    result = condlab.sweep(spec, out=tmp_path / "out", progress=False)
+    assert (result.trained, result.failed) == (1, 1)
+    assert [r["status"] for r in result.rows] == ["complete", "failed"]
+    assert "does not exist" in result.rows[1]["error"]
+
+
+def test_dry_run_writes_nothing(tmp_path):
+    result = condlab.sweep(TINY, out=tmp_path / "out", dry_run=True)
+    assert result.pending == 16 and not (tmp_path / "out").exists()
+
+
+def _sweep_cmd(spec: Path, out: Path) -> list[str]:
+    return [sys.executable, "-m", "condlab", "sweep", str(spec), "--out", str(out), "--no-progress"]
+
+
+def test_cli_resumes_after_kill_9_without_retraining_a_finished_run(tmp_path):
+    # 6 batches (widths) of 2 runs; kill -9 once the first runs are on disk
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("base: fig5\nset: {train.epochs: 400, train.snapshots: 'every:100'}\n"
+                    "grid: {model.width: [200, 210, 220, 230, 240, 250]}\nseeds: {init: 2}\n")
+    out = tmp_path / "out"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(condlab.__file__).parents[1]))
+    proc = subprocess.Popen(_sweep_cmd(spec, out), env=env, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if len(list((out / "runs").glob("*/meta.json"))) >= 2:
+            break
+        time.sleep(0.02)
+    if proc.poll() is not None:
+        pytest.fail("the sweep finished before it could be killed: make the spec longer")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = {p.parent.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*/meta.json")}
+    assert 2 <= len(before) < 12
+    again = condlab.sweep(spec, out=out, progress=False)  # resumed in-process: one import less
+    assert (again.trained, again.skipped, again.failed) == (12 - len(before), len(before), 0)
+    for name, mtime in before.items():
+        assert (out / "runs" / name / "meta.json").stat().st_mtime_ns == mtime
+    assert not list((out / "runs").glob("*.partial"))
+    final = condlab.sweep(spec, out=out, progress=False)
+    assert (final.trained, final.skipped) == (0, 12) and "nothing to train" in final.summary()
+    rows = (out / "results.csv").read_text().splitlines()
+    assert len(rows) == 13 and all(",complete," in r for r in rows[1:])
+
+
+def test_cli_errors_are_one_line_exit_2(tmp_path):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("grid: {model.widht: [1]}\n")
+    proc = subprocess.run(_sweep_cmd(spec, tmp_path / "out"), capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(Path(condlab.__file__).parents[1])))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("condlab: error: unknown key 'model.widht'")
+    assert len(proc.stderr.strip().splitlines()) == 1

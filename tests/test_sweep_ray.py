@@ -1,0 +1,103 @@
+"""The Ray executor against a REAL local Ray head, kept on loopback.
+
+Ray binds to the machine's network address even when told 127.0.0.1 (and probes 8.8.8.8 to
+find it), so the head, its workers and the sweep all run inside new network and PID
+namespaces (``unshare -n -p -f --mount-proc``, needs root): the only interface there is
+``lo``, nothing can leave the machine, and ``ray stop`` sees (and stops) only this test's
+Ray processes; when the namespace's first process exits, every process in it ends.
+Slow (a Ray head takes 10-30 s to start on 2 cores): ``make test-slow``; CI runs it explicitly.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import condlab
+
+pytestmark = pytest.mark.slow
+
+SPEC = """\
+name: raytest
+base: fig5
+set: {train.epochs: 60, train.snapshots: "every:20", train.dtype: float64}
+grid:
+  model.width: [8, 12, 16]
+  data.source: [synthetic, mnist]   # the mnist batches fail (no files): the others must be kept
+seeds: {init: 2}
+"""
+
+SCRIPT = """\
+set -u
+ip link set lo up
+export RAY_USAGE_STATS_ENABLED=0
+"$RAY" start --head --node-ip-address=127.0.0.1 --port=6379 --num-cpus=2 \\
+    --include-dashboard=false --disable-usage-stats > "$WORK/ray-start.log" 2>&1 || exit 90
+"$PY" -m condlab sweep "$WORK/spec.yaml" --executor ray --address 127.0.0.1:6379 \\
+    --out "$WORK/ray" --no-progress > "$WORK/sweep.out" 2> "$WORK/sweep.err"
+echo $? > "$WORK/sweep.rc"
+"$PY" -c 'import json, ray; ray.init(address="127.0.0.1:6379", logging_level="ERROR"); \\
+json.dump([n["NodeManagerAddress"] for n in ray.nodes()], open("'"$WORK"'/nodes.json", "w"))'
+ip -o link | cut -d: -f2 | tr -d " " > "$WORK/links.txt"
+"$RAY" stop > /dev/null 2>&1
+"""
+
+
+def _skip_reason() -> str | None:
+    if importlib.util.find_spec("ray") is None:
+        return "ray is not installed (pip install 'condlab[ray]')"
+    if shutil.which("unshare") is None:
+        return "unshare (util-linux) is not available"
+    probe = subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", "true"], capture_output=True)
+    if probe.returncode != 0:
+        return ("network/PID namespaces are not permitted here (unshare -n -p needs root): "
+                "a real Ray head cannot be kept on loopback")
+    return None
+
+
+def test_ray_executor_on_a_loopback_head_gives_the_in_process_table(tmp_path):
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    env = dict(os.environ, WORK=str(tmp_path), PY=sys.executable, OMP_NUM_THREADS="1",
+               RAY=str(Path(sys.executable).parent / "ray"),
+               PYTHONPATH=str(Path(condlab.__file__).parents[1]))
+    start = time.perf_counter()
+    proc = subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", "bash", "-c", SCRIPT],
+                          env=env, capture_output=True, text=True, timeout=400)
+    seconds = time.perf_counter() - start
+    log = (tmp_path / "ray-start.log").read_text() if (tmp_path / "ray-start.log").exists() else ""
+    assert proc.returncode == 0, f"ray start failed: {log[-2000:]}{proc.stderr[-2000:]}"
+    assert (tmp_path / "links.txt").read_text().split() == ["lo"]
+    assert set(json.loads((tmp_path / "nodes.json").read_text())) == {"127.0.0.1"}
+    rc = int((tmp_path / "sweep.rc").read_text())
+    out, err = (tmp_path / "sweep.out").read_text(), (tmp_path / "sweep.err").read_text()
+    assert rc == 3, f"expected the failed mnist batches to give exit 3: {out}{err}"  # EXIT_DIVERGED
+    assert "trained 6, skipped 0 already done, failed 6" in out, out + err
+
+    local = condlab.sweep(tmp_path / "spec.yaml", out=tmp_path / "local", progress=False)
+    assert (local.trained, local.failed) == (6, 6)
+    pd = pytest.importorskip("pandas")
+    ray_table = pd.read_csv(tmp_path / "ray" / "results.csv")
+    local_table = pd.read_csv(tmp_path / "local" / "results.csv")
+    assert list(ray_table["run"]) == list(local_table["run"])
+    assert list(ray_table["status"]) == list(local_table["status"]) == (["complete"] * 2 + ["failed"] * 2) * 3
+    for column in local_table.columns:
+        if column == "error":
+            continue
+        a, b = ray_table[column].to_numpy(), local_table[column].to_numpy()
+        if a.dtype.kind == "f":
+            assert np.allclose(a, b, rtol=1e-9, atol=0, equal_nan=True), column
+        else:
+            assert (a == b).all(), column
+    print(f"ray test: {seconds:.1f} s in the namespace (head start, sweep, checks, stop)")
