@@ -15,7 +15,7 @@ import pytest
 
 import condlab
 from condlab._config import Config, ConfigError
-from condlab._sweep_plan import BATCHED_KEYS, make_plan, run_hash
+from condlab._sweep_plan import BATCHED, BATCHED_KEYS, make_plan, run_hash
 
 TINY = {
     "name": "tiny",
@@ -48,16 +48,25 @@ def test_list_axis_and_base_lists_become_single_runs():
     assert [r.settings["train.lr"] for r in plan.runs] == [1e-3, 2e-3, 1e-3, 2e-3]
 
 
-def test_every_batched_key_is_per_run_in_condlab_train():
-    # the declared list must match what run_specs varies per run (else a batch is wrong)
-    from condlab._api import run_specs
+def test_the_declared_batchable_keys_are_the_per_run_fields_of_condlab_train():
+    # a RunSpec field missing from BATCHED (or a key that is not per run) would make wrong batches
+    import dataclasses
 
+    from condlab._api import run_specs
+    from condlab._records import RunSpec
+
+    assert list(BATCHED) == [f.name for f in dataclasses.fields(RunSpec)]
     raw = Config().to_dict()
     for key in BATCHED_KEYS:
         section, name = key.split(".")
         value = raw[section][name][0]
         raw[section][name] = [value, value * 2 + 1]
-    assert len(run_specs(Config.from_dict(raw))) == 2 ** len(BATCHED_KEYS)
+    cfg = Config.from_dict(raw)
+    specs = run_specs(cfg)
+    assert len(specs) == 2 ** len(BATCHED_KEYS)
+    for field, key in BATCHED.items():
+        section, name = key.split(".")
+        assert {getattr(s, field) for s in specs} == set(raw[section][name])
 
 
 def test_hash_is_canonical_and_ignores_name_and_device():

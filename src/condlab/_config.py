@@ -15,6 +15,7 @@ Conventions (written down once, here and in docs/conventions.md):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import types
@@ -177,10 +178,15 @@ def _assign(raw: dict[str, Any], key: str, value: Any) -> None:
         node = node[part]
 
 
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)  # slow (ms per call), and a sweep builds thousands of configs
+
+
 def _build(cls: type, raw: Any, prefix: str) -> Any:
     if not isinstance(raw, dict):
         raise ConfigError(f"'{prefix or 'config'}' must be a mapping, got {raw!r}")
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(raw) - set(names))
     if unknown:

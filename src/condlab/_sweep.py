@@ -24,7 +24,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ._io import atomic_write_json, atomic_write_text
-from ._sweep_plan import BATCHED_KEYS, Plan, _assign, _get, load_spec, make_plan
+from ._sweep_plan import BATCHED_KEYS, Plan, _assign, _get, load_spec, make_plan, run_spec_fields
 from ._sweep_run import Batch, BatchDone, finished_row, make_executor
 from ._sweep_table import table_columns, write_table
 
@@ -116,9 +116,7 @@ def sweep(
 
 def _batches(plan: Plan, finished: set[str]) -> list[Batch]:
     """Group the unfinished runs by batch; the batch config lists the union of their values."""
-    from ._api import run_specs
     from ._config import Config
-    from ._sweep_run import spec_fields
 
     by_hash = {r.hash: r for r in plan.runs}
     batches = []
@@ -129,10 +127,7 @@ def _batches(plan: Plan, finished: set[str]) -> list[Batch]:
         config = Config.from_dict(runs[0].config).to_dict()
         for k in BATCHED_KEYS:
             _assign(config, k, list(dict.fromkeys(v for r in runs for v in _get(r.config, k))))
-        specs = []
-        for r in runs:
-            (spec,) = run_specs(Config.from_dict(r.config))  # one run per single-run config
-            specs.append((r.hash, spec_fields(spec)))
+        specs = [(r.hash, run_spec_fields(r.config)) for r in runs]
         epochs = config["train"]["epochs"]
         batches.append(Batch(key, config, specs, epochs, _cost(config, len(runs))))
     return batches

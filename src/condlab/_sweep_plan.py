@@ -32,10 +32,11 @@ import yaml
 
 from ._config import Config, ConfigError, _assign
 
-# Config keys that condlab.train varies per run inside one batch (see run_specs): runs that
-# differ only in these are trained together. A key added to RunSpec (per-run weight decay,
-# dropout, ...) becomes batchable by listing it here.
-BATCHED_KEYS: tuple[str, ...] = ("train.seeds", "model.init_std", "train.lr")
+# RunSpec field -> the config list that condlab.train varies per run inside one batch (see
+# run_specs): runs that differ only in these are trained together. A field added to RunSpec
+# (per-run weight decay, dropout, ...) becomes batchable by listing it here.
+BATCHED: dict[str, str] = {"seed": "train.seeds", "init_std": "model.init_std", "lr": "train.lr"}
+BATCHED_KEYS: tuple[str, ...] = tuple(BATCHED.values())
 # Keys that do not change what a run computes: left out of its hash.
 UNHASHED_KEYS: tuple[str, ...] = ("name", "train.device")
 SPEC_KEYS = ("name", "base", "set", "grid", "zip", "list", "seeds")
@@ -228,6 +229,11 @@ def _single_runs(cfg: dict[str, Any]) -> list[dict[str, Any]]:
             _assign(single, key, [value])
         singles.append(single)
     return singles
+
+
+def run_spec_fields(single: dict[str, Any]) -> dict[str, Any]:
+    """The RunSpec fields of a single-run config (each batchable list holds one value)."""
+    return {name: _get(single, key)[0] for name, key in BATCHED.items()}
 
 
 def _batch_key(single: dict[str, Any]) -> str:

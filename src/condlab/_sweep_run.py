@@ -9,7 +9,6 @@ row (final loss, line counts, relative weight change) and writes every run direc
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ class BatchDone:
 def summarize(run) -> dict[str, Any]:
     """One table row of measurements for a trained run (see docs/sweeps.md for the columns).
 
-    Line counts: ``count_orientations`` (default thresholds) on each hidden layer's input
+    Line counts: ``count_orientations`` (default thresholds, no sweep) on each hidden layer's input
     weights (m, q) at the last snapshot inside the initial stage (``layerK_lines``, the
     epoch in ``lines_epoch``) and at the last snapshot (``layerK_lines_final``). Relative
     change: ||W(T) - W(0)||_F / ||W(0)||_F per layer, T the last snapshot.
@@ -65,8 +64,11 @@ def summarize(run) -> dict[str, Any]:
     }
     for name, w in run.weights.items():
         if name.startswith("layer"):
-            row[f"{name}_lines"] = count_orientations(run.layer(name, row["lines_epoch"])).n_lines
-            row[f"{name}_lines_final"] = count_orientations(w[-1]).n_lines
+            # default thresholds, without their stability sweep (4 more clusterings per count)
+            final = count_orientations(w[-1], sweep=()).n_lines
+            row[f"{name}_lines"] = final if row["lines_epoch"] == row["final_snapshot"] else \
+                count_orientations(run.layer(name, row["lines_epoch"]), sweep=()).n_lines
+            row[f"{name}_lines_final"] = final
     for name, w in run.weights.items():
         start = float(np.linalg.norm(w[0]))
         row[f"{name}_rel_change"] = float(np.linalg.norm(w[-1] - w[0])) / start if start > 0 else None
@@ -212,6 +214,3 @@ def make_executor(name: str, address: str | None = None):
         return RayExecutor(address)
     raise ConfigError(f"executor '{name}' is not accepted: choose local or ray")
 
-
-def spec_fields(spec) -> dict[str, Any]:
-    return dataclasses.asdict(spec)

@@ -1,0 +1,87 @@
+"""Share of a sweep's wall time spent outside training: 64 configs x 4 seeds of the Fig. 3 network.
+
+Two layouts of the same 256 runs (fig3 preset, --epochs epochs, snapshots every 100):
+
+* batched: 8 learning rates x 8 init stds x 4 seeds. lr, init_std and seed are per-run keys,
+  so the 256 runs are ONE batch (one condlab.train call);
+* separate: 8 data amplitudes x 8 data frequencies x 4 seeds. Every config has its own data
+  set, so the sweep runs 64 batches of 4 runs.
+
+"Training" is the time inside condlab.train's training loop (meta.json "seconds"); the rest
+(planning, set-up, the summary measurements, writing the records and the table) is overhead.
+Target: overhead <= 10 % of the wall time. Runs at 1 and 2 threads, the two layouts interleaved.
+
+    python benchmarks/bench_sweep.py [--epochs 1000] [--profile]
+
+--profile prints the functions that dominate the overhead (cProfile, batched layout, 1 thread).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import condlab
+
+LRS = [1e-3 * 1.25**i for i in range(8)]
+STDS = [0.005 * 1.25**i for i in range(8)]
+
+
+def spec(layout: str, epochs: int) -> dict:
+    grid = ({"train.lr": LRS, "model.init_std": STDS} if layout == "batched" else
+            {"data.amplitude": [3.0 + 0.1 * i for i in range(8)],
+             "data.frequency": [4.0 + 0.25 * i for i in range(8)]})
+    return {"name": f"bench-{layout}", "base": "fig3",
+            "set": {"train.epochs": epochs, "train.snapshots": "every:100"},
+            "grid": grid, "seeds": {"init": 4}}
+
+
+def measure(layout: str, epochs: int) -> tuple[float, float, int]:
+    """(wall seconds, training seconds, batches) of one sweep into a fresh directory."""
+    with tempfile.TemporaryDirectory() as out:
+        start = time.perf_counter()
+        result = condlab.sweep(spec(layout, epochs), out=out, progress=False)
+        wall = time.perf_counter() - start
+        assert result.trained == 256, result.summary()
+        return wall, result.train_seconds, len(result.plan.batches)
+
+
+def profile(epochs: int) -> None:
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as out:
+        prof = cProfile.Profile()
+        prof.enable()
+        condlab.sweep(spec("batched", epochs), out=Path(out), progress=False)
+        prof.disable()
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    if args.profile:
+        profile(args.epochs)
+        return
+    measure("batched", 10)  # warm-up: imports, first-call costs
+    print(f"sweep of 64 configs x 4 seeds, fig3 network, {args.epochs} epochs; target: overhead <= 10 %")
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        for _ in range(args.repeat):
+            for layout in ("batched", "separate"):
+                wall, train, batches = measure(layout, args.epochs)
+                share = (wall - train) / wall
+                print(f"threads={threads} {layout:<9} batches={batches:<3} wall {wall:6.2f} s  "
+                      f"training {train:6.2f} s  outside training {share:6.1%}")
+
+
+if __name__ == "__main__":
+    main()
