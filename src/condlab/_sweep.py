@@ -52,7 +52,7 @@ class SweepResult:
         table = self.tables[-1] if self.tables else "none"
         line = (f"sweep {self.plan.name}: trained {self.trained}, skipped {self.skipped} already done, "
                 f"failed {self.failed}" + (f", {self.pending} not run" if self.pending else "")
-                + f" in {self.seconds:.1f} s; table: {table}")
+                + f" in {self.seconds:.1f} s (training {self.train_seconds:.1f} s); table: {table}")
         if self.trained == 0 and self.failed == 0 and not self.pending:
             line += f" (nothing to train: all {self.skipped} runs were already done)"
         return line
