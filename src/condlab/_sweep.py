@@ -14,6 +14,7 @@ resumes where it stopped, and a finished sweep trains nothing when run again.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import shutil
 import sys
 import time
@@ -23,7 +24,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from ._io import atomic_write_json, atomic_write_text
+from ._io import atomic_write_text
 from ._sweep_plan import BATCHED_KEYS, Plan, _assign, _get, load_spec, make_plan, run_spec_fields
 from ._sweep_run import Batch, BatchDone, finished_row, make_executor
 from ._sweep_table import table_columns, write_table
@@ -96,7 +97,7 @@ def sweep(
     show = sys.stderr.isatty() if progress is None else progress
     with tqdm(total=sum(b.cost for b in todo), disable=not show, desc=f"sweep {plan.name}",
               unit="work", mininterval=0.5,
-              bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining} {postfix}") as bar:
+              bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}{postfix}") as bar:
         bar.set_postfix_str(f"runs 0/{sum(len(b.runs) for b in todo)}")
 
         def on_done(batch: Batch, done: BatchDone) -> None:
@@ -161,9 +162,18 @@ def _write_inputs(out: Path, text: str, plan: Plan) -> None:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
         shutil.copy2(spec_file, out / f"spec-{stamp}.yaml")  # never lose the earlier spec
     atomic_write_text(spec_file, text)
-    atomic_write_json(out / "plan.json", plan.to_dict())
+    atomic_write_text(out / "plan.json", _plan_json(plan))
     for partial in (out / "runs").glob("*.partial"):
         shutil.rmtree(partial, ignore_errors=True)  # a run killed while being written
+
+
+def _plan_json(plan: Plan) -> str:
+    """One run per line: readable, and json's C encoder (indent= falls back to pure Python)."""
+    head = plan.to_dict()
+    runs = head.pop("runs")
+    body = json.dumps(head)[:-1]
+    lines = ",\n".join(json.dumps(r) for r in runs)
+    return f'{body}, "runs": [\n{lines}\n]}}\n'
 
 
 def _write_results(result: SweepResult, done_rows: dict) -> None:
