@@ -9,8 +9,8 @@ row (final loss, line counts, relative weight change) and writes every run direc
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import numpy as np
 
 FINISHED = ("complete", "diverged")  # a run with either status is never trained again
 RAY_MAX_RETRIES = 3
+WRITERS = 4  # runs of a batch measured and written at once (threads)
 
 
 @dataclass
@@ -75,24 +76,42 @@ def summarize(run) -> dict[str, Any]:
     return row
 
 
-def run_batch(batch: Batch, runs_dir: str, progress: Any = False) -> BatchDone:
-    """Train a batch, write each finished run to runs_dir/<hash>; runs one Ray task."""
+def train_part(batch: Batch, progress: Any = False):
+    """Train a batch's runs with condlab.train (one batched computation) -> RunResult."""
     from ._api import train
     from ._config import Config
-    from ._records import RunSpec, write_run
+    from ._records import RunSpec
 
-    cfg = Config.from_dict(batch.config)
     specs = [RunSpec(**fields) for _, fields in batch.runs]
-    result = train(cfg, runs=specs, progress=progress)
+    return train(Config.from_dict(batch.config), runs=specs, progress=progress)
+
+
+def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS) -> BatchDone:
+    """Measure and write each run of a trained batch to runs_dir/<hash>, `workers` at a time.
+
+    Threads, because a run's writing waits on the disk (fsync) and zlib, both without the GIL.
+    """
+    from ._records import write_run
+
     if any(run.status == "interrupted" for run in result.runs):
         return BatchDone(batch.key, {}, result.seconds, interrupted=True)  # nothing written
-    rows = {}
-    for (h, _), run in zip(batch.runs, result.runs, strict=True):
+
+    def one(item) -> tuple[str, dict[str, Any]]:
+        (h, _), run = item
         row = summarize(run)
         run.meta["sweep"] = {"hash": h, "batch": batch.key, "summary": row}
         write_run(run, Path(runs_dir) / h)
-        rows[h] = {"status": run.status, **row}
+        return h, {"status": run.status, **row}
+
+    items = list(zip(batch.runs, result.runs, strict=True))
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(items)))) as pool:
+        rows = dict(pool.map(one, items))
     return BatchDone(batch.key, rows, result.seconds)
+
+
+def run_batch(batch: Batch, runs_dir: str, progress: Any = False) -> BatchDone:
+    """Train a batch, write each finished run to runs_dir/<hash>; runs one Ray task."""
+    return write_part(batch, train_part(batch, progress), runs_dir)
 
 
 def finished_row(run_dir: Path) -> dict[str, Any] | None:
@@ -133,17 +152,31 @@ class LocalExecutor:
     name = "local"
 
     def run(self, batches: list[Batch], runs_dir: Path, bar: Any, on_done: OnDone) -> None:
-        for batch in batches:
-            start = time.perf_counter()
-            counter = _EpochCounter(bar, batch.cost / max(batch.epochs, 1))
-            try:
-                done = run_batch(batch, str(runs_dir), progress=counter)
-            except Exception as err:  # a broken batch must not stop the others
-                done = BatchDone(batch.key, {}, time.perf_counter() - start,
-                                 error=f"{type(err).__name__}: {err}")
-            on_done(batch, done)
-            if done.interrupted:
-                return
+        """Train batch k+1 while a background thread measures and writes batch k."""
+        with ThreadPoolExecutor(max_workers=1) as writer:
+            writing: list[tuple[Batch, Future]] = []
+            for batch in batches:
+                counter = _EpochCounter(bar, batch.cost / max(batch.epochs, 1))
+                try:
+                    result = train_part(batch, progress=counter)
+                except Exception as err:  # a broken batch must not stop the others
+                    on_done(batch, BatchDone(batch.key, {}, error=f"{type(err).__name__}: {err}"))
+                    continue
+                writing.append((batch, writer.submit(write_part, batch, result, str(runs_dir))))
+                while writing and writing[0][1].done():
+                    self._report(*writing.pop(0), on_done)
+                if any(run.status == "interrupted" for run in result.runs):
+                    break
+            for item in writing:
+                self._report(*item, on_done)
+
+    @staticmethod
+    def _report(batch: Batch, future: Future, on_done: OnDone) -> None:
+        try:
+            done = future.result()
+        except Exception as err:
+            done = BatchDone(batch.key, {}, error=f"{type(err).__name__}: {err}")
+        on_done(batch, done)
 
 
 class RayExecutor:
