@@ -95,24 +95,30 @@ def sweep(
         return result
     _write_inputs(out_dir, text, plan)
     show = sys.stderr.isatty() if progress is None else progress
-    with tqdm(total=sum(b.cost for b in todo), disable=not show, desc=f"sweep {plan.name}",
-              unit="work", mininterval=0.5,
-              bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}{postfix}") as bar:
-        bar.set_postfix_str(f"runs 0/{sum(len(b.runs) for b in todo)}")
-
-        def on_done(batch: Batch, done: BatchDone) -> None:
-            _record(result, batch, done, done_rows)
-            bar.set_postfix_str(f"runs {result.trained + result.failed}/{bar_total_runs}")
-
-        bar_total_runs = sum(len(b.runs) for b in todo)
-        try:
-            runner.run(todo, runs_dir, bar if show else None, on_done)
-        except KeyboardInterrupt:
-            result.interrupted = True
+    _execute(runner, todo, runs_dir, result, done_rows, show)
     result.pending = len(plan.runs) - result.skipped - result.trained - result.failed
     _write_results(result, done_rows)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _execute(runner, todo: list[Batch], runs_dir: Path, result: SweepResult, done_rows: dict,
+             show: bool) -> None:
+    """Run the batches with one progress bar (ETA over the whole sweep); record each batch's end."""
+    total_runs = sum(len(b.runs) for b in todo)
+    with tqdm(total=sum(b.cost for b in todo), disable=not show, desc=f"sweep {result.plan.name}",
+              mininterval=0.5,
+              bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}{postfix}") as bar:
+        bar.set_postfix_str(f"runs 0/{total_runs}")
+
+        def on_done(batch: Batch, done: BatchDone) -> None:
+            _record(result, batch, done, done_rows)
+            bar.set_postfix_str(f"runs {result.trained + result.failed}/{total_runs}")
+
+        try:
+            runner.run(todo, runs_dir, bar if show else None, on_done)
+        except KeyboardInterrupt:
+            result.interrupted = True
 
 
 def _batches(plan: Plan, finished: set[str]) -> list[Batch]:

@@ -195,13 +195,18 @@ class RayExecutor:
         self.address, self.max_retries = address, max_retries
 
     def run(self, batches: list[Batch], runs_dir: Path, bar: Any, on_done: OnDone) -> None:
-        try:
-            import ray
-        except ImportError:
-            raise RuntimeError("the Ray executor needs Ray: pip install 'condlab[ray]'") from None
+        import ray
+
+        from ._config import ConfigError
+
         started_here = not ray.is_initialized()
         if started_here:
-            ray.init(address=self.address, logging_level="ERROR", log_to_driver=False)
+            try:
+                ray.init(address=self.address, logging_level="ERROR", log_to_driver=False)
+            except (ConnectionError, RuntimeError, ValueError) as err:
+                first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+                raise ConfigError(f"cannot reach the Ray cluster at {self.address or 'local'}: "
+                                  f"{first}") from None
         try:
             task = ray.remote(num_cpus=1, max_retries=self.max_retries,
                               retry_exceptions=[TransientBatchError])(_ray_task)
@@ -244,6 +249,10 @@ def make_executor(name: str, address: str | None = None):
             raise ConfigError("--address is for the Ray executor: add --executor ray")
         return LocalExecutor()
     if name == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise ConfigError("the Ray executor needs Ray: pip install 'condlab[ray]'")
         return RayExecutor(address)
     raise ConfigError(f"executor '{name}' is not accepted: choose local or ray")
 
