@@ -38,6 +38,7 @@ test-slow: setup  ## slower scientific checks on trained networks
 bench: setup
 	$(BIN)/python benchmarks/bench_batched.py
 	$(BIN)/python benchmarks/bench_reproduce.py
+	$(BIN)/python benchmarks/bench_sweep.py
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks
