@@ -4,7 +4,8 @@ A batch is plain data (a config dict and the runs' hashes and specs), so it trav
 worker as is. ``run_batch`` trains it through ``condlab.train``, measures each run's summary
 row (final loss, line counts, relative weight change) and writes every run directory with
 ``write_run`` (assembled under a temporary name, renamed when complete), its summary inside
-``meta.json``. A batch that fails writes nothing, so it never touches another batch's runs.
+``meta.json``. A batch that fails in training writes nothing, and a batch only ever writes
+its own run directories, so it never touches another batch's runs.
 """
 
 from __future__ import annotations
