@@ -218,3 +218,31 @@ def test_cli_errors_are_one_line_exit_2(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("condlab: error: unknown key 'model.widht'")
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_ray_tasks_retry_only_io_errors_that_may_pass(monkeypatch):
+    import errno
+
+    from condlab import _sweep_run
+
+    def fail_with(err):
+        def run_batch(batch, runs_dir):
+            raise err
+        return run_batch
+
+    monkeypatch.setattr(_sweep_run, "run_batch", fail_with(OSError(errno.EIO, "I/O error")))
+    with pytest.raises(_sweep_run.TransientBatchError):  # Ray retries these
+        _sweep_run._ray_task(None, "out")
+    for err in (FileNotFoundError("gone"), ValueError("bad value")):
+        monkeypatch.setattr(_sweep_run, "run_batch", fail_with(err))
+        with pytest.raises(type(err)):  # not retried: the same on every try
+            _sweep_run._ray_task(None, "out")
+
+
+def test_unknown_executor_and_address_without_ray_are_one_line_errors():
+    from condlab._sweep_run import make_executor
+
+    with pytest.raises(ConfigError, match="choose local or ray"):
+        make_executor("dask")
+    with pytest.raises(ConfigError, match="--address is for the Ray executor"):
+        make_executor("local", "127.0.0.1:6379")
