@@ -57,10 +57,11 @@ def test_the_declared_batchable_keys_are_the_per_run_fields_of_condlab_train():
 
     assert list(BATCHED) == [f.name for f in dataclasses.fields(RunSpec)]
     raw = Config().to_dict()
+    raw["train"]["optimizer"] = "sgd"  # uses every per-run field
     for key in BATCHED_KEYS:
         section, name = key.split(".")
         value = raw[section][name][0]
-        raw[section][name] = [value, value * 2 + 1]
+        raw[section][name] = [value, value + 1 if isinstance(value, int) else value * 0.5 + 0.25]
     cfg = Config.from_dict(raw)
     specs = run_specs(cfg)
     assert len(specs) == 2 ** len(BATCHED_KEYS)
@@ -246,3 +247,15 @@ def test_unknown_executor_and_address_without_ray_are_one_line_errors():
         make_executor("dask")
     with pytest.raises(ConfigError, match="--address is for the Ray executor"):
         make_executor("local", "127.0.0.1:6379")
+
+
+def test_weight_decay_momentum_and_dropout_sweeps_are_one_batch(tmp_path):
+    spec = {"base": {"train": {"optimizer": "sgd", "epochs": 5, "lr": [0.01]}, "model": {"width": 6}},
+            "grid": {"train.weight_decay": [0.0, 0.01], "train.momentum": [0.0, 0.9],
+                     "model.dropout": [0.0, 0.2]}}
+    plan = make_plan(spec)
+    assert len(plan.runs) == 8 and len(plan.batches) == 1
+    result = condlab.sweep(spec, out=tmp_path, progress=False)
+    assert result.trained == 8 and {r["status"] for r in result.rows} == {"complete"}
+    meta = json.loads((tmp_path / "runs" / result.rows[-1]["run"] / "meta.json").read_text())
+    assert (meta["weight_decay"], meta["momentum"], meta["dropout"]) == (0.01, 0.9, 0.2)

@@ -13,8 +13,9 @@ A spec (YAML or a dict) is a base config plus axes::
 Every point of grid x zip x list x data seeds x init seeds is a config; each config is split
 into single runs over the per-run (batchable) keys ``BATCHED_KEYS``. A run's identity is the
 SHA-256 of the canonical JSON of its resolved single-run config (every key of the typed tree,
-values as the tree types them, one value in each batchable list), without ``name`` and
-``train.device``, which say where and under what label it ran, not what it computes.
+values as the tree types them, one value in each batchable list), without ``name``,
+``train.device`` and ``train.checkpoint_seconds``, which say where and under what label it
+ran, not what it computes.
 Runs whose configs differ only in batchable keys share a batch: one ``condlab.train`` call.
 """
 
@@ -35,10 +36,12 @@ from ._config import Config, ConfigError, _assign
 # RunSpec field -> the config list that condlab.train varies per run inside one batch (see
 # run_specs): runs that differ only in these are trained together. A field added to RunSpec
 # (per-run weight decay, dropout, ...) becomes batchable by listing it here.
-BATCHED: dict[str, str] = {"seed": "train.seeds", "init_std": "model.init_std", "lr": "train.lr"}
+BATCHED: dict[str, str] = {"seed": "train.seeds", "init_std": "model.init_std", "lr": "train.lr",
+                           "weight_decay": "train.weight_decay", "momentum": "train.momentum",
+                           "dropout": "model.dropout"}
 BATCHED_KEYS: tuple[str, ...] = tuple(BATCHED.values())
 # Keys that do not change what a run computes: left out of its hash.
-UNHASHED_KEYS: tuple[str, ...] = ("name", "train.device")
+UNHASHED_KEYS: tuple[str, ...] = ("name", "train.device", "train.checkpoint_seconds")
 SPEC_KEYS = ("name", "base", "set", "grid", "zip", "list", "seeds")
 HASH_VERSION = 1
 HASH_CHARS = 16
