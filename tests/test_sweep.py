@@ -259,3 +259,14 @@ def test_weight_decay_momentum_and_dropout_sweeps_are_one_batch(tmp_path):
     assert result.trained == 8 and {r["status"] for r in result.rows} == {"complete"}
     meta = json.loads((tmp_path / "runs" / result.rows[-1]["run"] / "meta.json").read_text())
     assert (meta["weight_decay"], meta["momentum"], meta["dropout"]) == (0.01, 0.9, 0.2)
+
+
+def test_widths_example_plans_as_documented():
+    from condlab._sweep_plan import load_spec
+
+    raw, _, base_dir = load_spec(Path(__file__).parents[1] / "examples" / "sweep-widths.yaml")
+    plan = make_plan(raw, base_dir)
+    assert len(plan.runs) == 12 and len(plan.batches) == 4  # one batch per width
+    assert sorted({r.settings["model.width"] for r in plan.runs}) == [100, 1000, 10000, 100000]
+    assert {r.config["data"]["d"] for r in plan.runs} == {1}
+    assert 100 <= plan.runs[0].config["train"]["epochs"] <= 1000
