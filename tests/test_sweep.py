@@ -165,7 +165,8 @@ def test_csv_is_written_without_pyarrow(tmp_path, monkeypatch):
 
 def test_a_failing_batch_is_reported_and_the_others_are_kept(tmp_path):
     spec = {"base": {"train": {"epochs": 5}, "data": {"data_dir": str(tmp_path / "none")}},
-            "grid": {"data.source": ["synthetic", "mnist"]}}
+            "list": [{"data.source": "synthetic"},
+                     {"data.source": "mnist", "data.d": 784, "model.d_out": 10}]}
     result = condlab.sweep(spec, out=tmp_path / "out", progress=False)
     assert (result.trained, result.failed) == (1, 1)
     assert [r["status"] for r in result.rows] == ["complete", "failed"]
