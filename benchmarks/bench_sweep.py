@@ -11,7 +11,7 @@ Two layouts of the same 256 runs (fig3 preset, --epochs epochs, snapshots every 
 (planning, set-up, the summary measurements, writing the records and the table) is overhead.
 Target: overhead <= 10 % of the wall time. Runs at 1 and 2 threads, the two layouts interleaved.
 
-    python benchmarks/bench_sweep.py [--epochs 1000] [--profile]
+    python benchmarks/bench_sweep.py [--epochs 1000] [--repeat 2] [--threads 1,2] [--profile]
 
 --profile prints the functions that dominate the overhead (cProfile, batched layout, 1 thread).
 """
@@ -66,6 +66,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--threads", default="1,2", help="torch thread counts, e.g. 1,2")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     if args.profile:
@@ -73,7 +74,7 @@ def main() -> None:
         return
     measure("batched", 10)  # warm-up: imports, first-call costs
     print(f"sweep of 64 configs x 4 seeds, fig3 network, {args.epochs} epochs; target: overhead <= 10 %")
-    for threads in (1, 2):
+    for threads in (int(t) for t in args.threads.split(",")):
         torch.set_num_threads(threads)
         for _ in range(args.repeat):
             for layout in ("batched", "separate"):

@@ -271,3 +271,14 @@ def test_widths_example_plans_as_documented():
     assert sorted({r.settings["model.width"] for r in plan.runs}) == [100, 1000, 10000, 100000]
     assert {r.config["data"]["d"] for r in plan.runs} == {1}
     assert 100 <= plan.runs[0].config["train"]["epochs"] <= 1000
+
+
+def test_the_docs_example_spec_plans_as_the_docs_say():
+    import re
+
+    import yaml
+
+    text = (Path(__file__).parents[1] / "docs" / "sweeps.md").read_text()
+    plan = make_plan(yaml.safe_load(re.findall(r"```yaml\n(.*?)```", text, flags=re.S)[0]))
+    assert "= 128 runs in 16 batches" in text
+    assert (len(plan.runs), len(plan.batches)) == (128, 16)
