@@ -32,8 +32,8 @@ from ._models import Architecture, BatchedNet, FCNet, init_weights
 from ._presets import PRESETS, preset
 from ._records import Run, RunResult, load_run
 from ._reduce import Reduction, effective_rank, reduce
-from ._tracker import Tracker, lightning_callback
 from ._sweep import SweepResult, sweep
+from ._tracker import Tracker, lightning_callback
 from ._training import TrainingWarning, initial_stage_end
 
 __all__ = [
