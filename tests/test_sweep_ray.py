@@ -57,8 +57,8 @@ ip -o link | cut -d: -f2 | tr -d " " > "$WORK/links.txt"
 def _skip_reason() -> str | None:
     if importlib.util.find_spec("ray") is None:
         return "ray is not installed (pip install 'condlab[ray]')"
-    if shutil.which("unshare") is None:
-        return "unshare (util-linux) is not available"
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return "unshare (util-linux) or ip (iproute2) is not available"
     probe = subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", "true"], capture_output=True)
     if probe.returncode != 0:
         return ("network/PID namespaces are not permitted here (unshare -n -p needs root): "
