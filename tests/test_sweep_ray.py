@@ -5,7 +5,9 @@ find it), so the head, its workers and the sweep all run inside new network and 
 namespaces (``unshare -n -p -f --mount-proc``, needs root): the only interface there is
 ``lo``, nothing can leave the machine, and ``ray stop`` sees (and stops) only this test's
 Ray processes; when the namespace's first process exits, every process in it ends.
-Slow (a Ray head takes 10-30 s to start on 2 cores): ``make test-slow``; CI runs it explicitly.
+One worker is killed (SIGKILL) while it runs a batch: Ray retries that task, and the table
+must still equal the in-process one. Slow (a Ray head takes 10-30 s to start on 2 cores):
+``make test-slow``; CI runs it explicitly.
 """
 
 from __future__ import annotations
@@ -45,7 +47,16 @@ export RAY_USAGE_STATS_ENABLED=0
 "$RAY" start --head --node-ip-address=127.0.0.1 --port=6379 --num-cpus=2 \\
     --include-dashboard=false --disable-usage-stats > "$WORK/ray-start.log" 2>&1 || exit 90
 "$PY" -m condlab sweep "$WORK/spec.yaml" --executor ray --address 127.0.0.1:6379 \\
-    --out "$WORK/ray" --no-progress > "$WORK/sweep.out" 2> "$WORK/sweep.err"
+    --out "$WORK/ray" --no-progress > "$WORK/sweep.out" 2> "$WORK/sweep.err" &
+sweep=$!
+# kill -9 the first worker seen running a batch (this PID namespace holds only this test's
+# processes): Ray must retry that task on another worker, and no result may be lost
+for _ in $(seq 1 1200); do
+    victim=$(pgrep -f "^ray::_ray_task" | head -n 1)
+    if [ -n "$victim" ]; then kill -9 "$victim" && echo "$victim" > "$WORK/killed.txt"; break; fi
+    sleep 0.05
+done
+wait $sweep
 echo $? > "$WORK/sweep.rc"
 "$PY" -c 'import json, ray; ray.init(address="127.0.0.1:6379", logging_level="ERROR"); \\
 json.dump([n["NodeManagerAddress"] for n in ray.nodes()], open("'"$WORK"'/nodes.json", "w"))'
@@ -88,6 +99,7 @@ def test_ray_executor_on_a_loopback_head_gives_the_in_process_table(tmp_path):
     out, err = (tmp_path / "sweep.out").read_text(), (tmp_path / "sweep.err").read_text()
     assert rc == 3, f"expected the failed mnist batches to give exit 3: {out}{err}"  # EXIT_DIVERGED
     assert "trained 6, skipped 0 already done, failed 6" in out, out + err
+    assert (tmp_path / "killed.txt").is_file(), "no Ray worker was seen running a batch"
 
     local = condlab.sweep(tmp_path / "spec.yaml", out=tmp_path / "local", progress=False)
     assert (local.trained, local.failed) == (6, 6)
