@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 import condlab
+from condlab._data import make_dataset
 from condlab._models import Architecture, BatchedNet, init_weights
 from condlab._records import RunSpec
 from condlab._training import train_batch
@@ -57,7 +58,7 @@ def main() -> None:
     args = parser.parse_args()
 
     cfg = condlab.preset("fig3")
-    data = condlab.make_dataset(cfg.data)
+    data = make_dataset(cfg.data)
     arch = Architecture.from_config(cfg.model, cfg.data.d)
     specs = [RunSpec(seed, 0.005, 1e-3) for seed in range(args.runs)]
     inits = [init_weights(arch, s.seed, s.init_std) for s in specs]
