@@ -15,7 +15,6 @@ import torch
 
 from .._io import atomic_write_json, atomic_write_npz, provenance
 from .._records import Run
-from ._cosine import cosine_order
 from ._fields import (
     PolyFit,
     direction_field,
@@ -24,6 +23,7 @@ from ._fields import (
     stable_lines_2d,
     velocities,
 )
+from ._orientations import cosine_order
 from ._rank import model_rank
 from ._report import LayerReport, analyze_layer, default_epoch, layer_history, run_history
 
