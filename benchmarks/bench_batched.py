@@ -105,28 +105,34 @@ def main() -> None:
     print(f"torch {torch.__version__}, R={args.runs}, epochs={args.epochs}, network 5-50-1 tanh, n=80, "
           f"Adam; loop scaled from {args.loop_runs} runs; median ratio of {args.repeat} repetitions")
     for dtype in (torch.float32, torch.float64):
-        x = torch.as_tensor(data.x, dtype=dtype)
-        y = torch.as_tensor(data.y, dtype=dtype)
-        contenders = {
-            "condlab": lambda: condlab_batched(arch, specs, inits, x, y, args.epochs),
-            "autograd-fused": lambda: autograd_batched(inits, x, y, args.epochs, "fused"),
-            "autograd-foreach": lambda: autograd_batched(inits, x, y, args.epochs, "foreach"),
-            "loop": lambda: [loop_one([w.to(dtype) for w in inits[r]], x, y, args.epochs)
-                             for r in range(args.loop_runs)],
-        }
-        for name, fn in contenders.items():  # warm-up: first-call costs (and any compile) out
-            torch.set_num_threads(threads[0])
-            if name != "loop":
-                fn()
-        times: dict[int, dict[str, list[float]]] = {t: {k: [] for k in contenders} for t in threads}
-        for _ in range(args.repeat):
-            for t in threads:
-                torch.set_num_threads(t)
-                for name, fn in contenders.items():
-                    scale = args.runs / args.loop_runs if name == "loop" else 1.0
-                    times[t][name].append(seconds(fn) * scale)
+        times = measure(arch, specs, inits, data, dtype, threads, args)
         for t in threads:
             report(str(dtype).removeprefix("torch."), t, times[t])
+
+
+def measure(arch, specs, inits, data, dtype, threads: list[int], args) -> dict[int, dict[str, list[float]]]:
+    """threads -> contender -> seconds per repetition (the loop scaled to R runs)."""
+    x = torch.as_tensor(data.x, dtype=dtype)
+    y = torch.as_tensor(data.y, dtype=dtype)
+    contenders = {
+        "condlab": lambda: condlab_batched(arch, specs, inits, x, y, args.epochs),
+        "autograd-fused": lambda: autograd_batched(inits, x, y, args.epochs, "fused"),
+        "autograd-foreach": lambda: autograd_batched(inits, x, y, args.epochs, "foreach"),
+        "loop": lambda: [loop_one([w.to(dtype) for w in inits[r]], x, y, args.epochs)
+                         for r in range(args.loop_runs)],
+    }
+    torch.set_num_threads(threads[0])
+    for name, fn in contenders.items():  # warm-up: first-call costs out of the timings
+        if name != "loop":
+            fn()
+    times: dict[int, dict[str, list[float]]] = {t: {k: [] for k in contenders} for t in threads}
+    for _ in range(args.repeat):
+        for t in threads:
+            torch.set_num_threads(t)
+            for name, fn in contenders.items():
+                scale = args.runs / args.loop_runs if name == "loop" else 1.0
+                times[t][name].append(seconds(fn) * scale)
+    return times
 
 
 def report(dtype: str, threads: int, times: dict[str, list[float]]) -> None:
