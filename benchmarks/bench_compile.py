@@ -4,7 +4,7 @@ The Fig. 3 network (5-50-1, tanh, n = 80), R runs, Adam: condlab's eager step
 (``BatchedNet.loss_and_grad`` + the fused Adam step) against the same forward and hand-written
 backward written as one pure function and compiled by ``torch.compile`` (inductor, C++ code
 through the system compiler), followed by the same fused Adam step. Prints the compile time
-(first call), the seconds per step of both (best of --repeat, 1 thread), the largest relative
+(first call), the CPU seconds per step of both (best of --repeat, 1 thread), the largest relative
 difference of the gradients, and after how many steps the compiled step has paid for its
 compilation. condlab does not compile by default; this script is how that choice is checked.
 
@@ -40,12 +40,13 @@ def step_function(n: int, runs: int, m: int):
 
 
 def best_of(repeat: int, steps: int, fn) -> float:
+    """Best CPU seconds of this (single) thread per call: robust on a machine shared with others."""
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = time.thread_time()
         for _ in range(steps):
             fn()
-        times.append((time.perf_counter() - start) / steps)
+        times.append((time.thread_time() - start) / steps)
     return min(times)
 
 
