@@ -129,3 +129,14 @@ def test_no_import_cycles():
 
 def test_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_builtin_registry_names_known_without_torch_match_the_registries():
+    # config validation trusts _checks' lists for built-in names instead of importing torch
+    from condlab._arch import ARCHITECTURES
+    from condlab._checks import BUILTIN_ARCHITECTURES, BUILTIN_OPTIMIZERS
+    from condlab._optim import OPTIMIZERS
+
+    assert set(BUILTIN_ARCHITECTURES) <= set(ARCHITECTURES)
+    assert {name: tuple(cls.uses) for name, cls in OPTIMIZERS.items()
+            if name in BUILTIN_OPTIMIZERS} == BUILTIN_OPTIMIZERS

@@ -69,9 +69,7 @@ class Architecture:
     @staticmethod
     def from_config(cfg: ModelConfig, d: int) -> Architecture:
         """The architecture `cfg.arch` names, for inputs of dimension d."""
-        acts = [get_activation(a) for a in cfg.activations]
-        if len(acts) == 1:
-            acts = acts * cfg.depth
+        acts = [get_activation(a) for a in cfg.layer_activations()]
         return get_architecture(cfg.arch)(d, cfg.width, cfg.depth, cfg.d_out, tuple(acts), cfg.output_bias)
 
     @property

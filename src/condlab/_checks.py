@@ -1,9 +1,11 @@
-"""Config checks that need neither torch nor sympy: named targets and built-in activation names.
+"""Config checks that need neither torch nor sympy: targets, and the built-in names of registries.
 
 ``condlab config`` and ``condlab presets`` validate configs without importing torch or sympy
 (they must answer in a fraction of a second); only an expression typed by a user is parsed,
 by ``_expressions``, and only then is sympy imported. ``_data`` and ``_activations`` take
-their names from here, so there is one list of each.
+their names from here. Architectures and optimizers are registries (``_arch``, ``_optim``):
+their built-in entries are listed here too, and any other name imports the registry
+(tests/test_imports.py checks that the lists agree).
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ NAMED_TARGETS = ("sine_sum", "fig5")
 BUILTIN_ACTIVATIONS = ("tanh", "sigmoid", "softplus", "gelu", "silu", "relu", "leaky_relu",
                        "xtanh", "x2tanh")
 ACTIVATION_ALIASES = {"swish": "silu", "x_tanh": "xtanh", "x2_tanh": "x2tanh"}
+BUILTIN_ARCHITECTURES = ("fc", "residual")
+# optimizer name -> the per-run hyper-parameters it reads (``_optim.Optimizer.uses``)
+BUILTIN_OPTIMIZERS = {"adam": ("lr", "weight_decay"), "adamw": ("lr", "weight_decay"),
+                      "sgd": ("lr", "weight_decay", "momentum"), "gd": ("lr", "weight_decay")}
 
 
 def target_variables(d: int) -> list[str]:
@@ -39,3 +45,4 @@ def is_builtin_activation(name: str) -> bool:
     """Whether `name` is a built-in activation or alias (case-insensitive): valid without parsing."""
     key = name.strip().lower()
     return ACTIVATION_ALIASES.get(key, key) in BUILTIN_ACTIVATIONS
+
