@@ -53,8 +53,9 @@ _PUBLIC = {
 }
 
 __all__ = [  # _PUBLIC's names and the version (tests/test_imports.py checks they agree)
-    "Activation", "Config", "ConfigError", "DataConfig", "ModelConfig", "Run", "RunResult",
-    "TrainConfig", "TrainingWarning", "__version__", "get_activation", "load_run", "preset",
+    "Activation", "Config", "ConfigError", "DataConfig", "FCNet", "ModelConfig", "Reduction", "Run",
+    "RunResult", "TrainConfig", "Tracker", "TrainingWarning", "__version__", "effective_rank",
+    "get_activation", "inspect", "lightning_callback", "load_run", "preset", "reduce",
     "register_activation", "resume", "train",
 ]
 

@@ -72,7 +72,10 @@ def analyze_run(run: Run, epoch: int | None = None, layers: list[int] | None = N
     from ._external import analyze_external, is_external
 
     if is_external(run):  # a Tracker record of someone else's model: measure only
-        return analyze_external(run, epoch, layers, count_kwargs)
+        epoch, reports, arrays = analyze_external(run, epoch, layers, count_kwargs)
+        result = RunAnalysis(str(run.path) if run.path else "", epoch, "unknown", reports)
+        result.arrays.update(arrays)
+        return result
     epoch = default_epoch(run) if epoch is None else int(epoch)
     run.index(epoch)  # a clear error when the epoch was not recorded
     depth = run.config.model.depth
