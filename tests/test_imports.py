@@ -43,6 +43,7 @@ def test_public_names_resolve_lazily():
     for name in condlab.analysis.__all__:
         assert getattr(condlab.analysis, name) is not None
     assert "BatchedNet" not in condlab.__all__ and "PRESETS" not in condlab.__all__
+    assert callable(condlab.embed.split)  # public submodules load on first use too
     try:
         condlab.no_such_name  # noqa: B018
     except AttributeError as err:

@@ -72,7 +72,12 @@ if TYPE_CHECKING:  # static tools see the names; at run time __getattr__ imports
     from ._training import TrainingWarning
 
 
+_SUBMODULES = ("analysis", "embed", "plotting", "reproduce")  # public: `condlab.embed.split(...)`
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
     if name not in _PUBLIC:
         raise AttributeError(f"module 'condlab' has no attribute {name!r}")
     value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
@@ -81,4 +86,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_PUBLIC})
+    return sorted({*globals(), *_PUBLIC, *_SUBMODULES})
