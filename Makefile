@@ -37,6 +37,7 @@ test-slow: setup  ## slower scientific checks on trained networks
 
 bench: setup
 	$(BIN)/python benchmarks/bench_batched.py
+	$(BIN)/python benchmarks/bench_wide.py
 	$(BIN)/python benchmarks/bench_reproduce.py
 	$(BIN)/python benchmarks/bench_sweep.py
 

@@ -380,3 +380,13 @@ def test_value_and_grad_matches_fn_and_grad(name, dtype):
     tol = 1e-6 if dtype == torch.float32 else 1e-14
     torch.testing.assert_close(value, act.fn(t), rtol=tol, atol=tol)
     torch.testing.assert_close(slope, act.grad(t), rtol=tol, atol=tol)
+
+
+def test_builtin_names_known_without_sympy_match_the_registry():
+    # config validation trusts _checks' list of names instead of importing sympy and torch
+    from condlab._checks import ACTIVATION_ALIASES, BUILTIN_ACTIVATIONS
+
+    assert tuple(A._BUILTINS) == BUILTIN_ACTIVATIONS
+    for name in BUILTIN_ACTIVATIONS:  # validate() skips check_trainable for these names
+        A.check_trainable(A.get_activation(name))
+    assert all(A.get_activation(alias).name == name for alias, name in ACTIVATION_ALIASES.items())

@@ -4,7 +4,7 @@ import pytest
 
 import condlab
 from condlab import Config, ConfigError
-from condlab._config import snapshot_epochs
+from condlab._config import snapshot_epochs, validate
 
 
 def _error(overrides: list[str], base: Config | None = None) -> str:
@@ -54,7 +54,17 @@ def test_activations_must_match_depth():
 
 def test_single_activation_is_used_for_every_layer():
     cfg = Config().with_overrides(["model.depth=3", "model.activations=xtanh"])
-    assert cfg.model.activations == ["xtanh"] * 3
+    assert cfg.model.activations == ["xtanh"]  # validate() leaves the config as given
+    assert cfg.model.layer_activations() == ["xtanh"] * 3
+
+
+def test_overrides_chain_without_validate_rewriting_activations():
+    # a single activation stays one entry, so a later depth change still fits it
+    cfg = Config().with_overrides(["model.depth=2"]).with_overrides(["model.depth=3"])
+    assert cfg.model.depth == 3 and cfg.model.layer_activations() == ["tanh"] * 3
+    given = Config()
+    given.model.depth = 3
+    assert validate(given) is given and given.model.activations == ["tanh"]
 
 
 def test_overrides_coerce_types_and_scalars_to_lists():

@@ -13,6 +13,7 @@ import torch
 import condlab
 from condlab import FCNet, get_activation
 from condlab._arch import FullyConnected, Residual
+from condlab._models import init_weights
 from condlab.embed import gradient_norm, newton_refine, split
 
 ALPHAS = [0.5, 0.3, -1.0, 2.0]
@@ -20,7 +21,7 @@ ALPHAS = [0.5, 0.3, -1.0, 2.0]
 
 def _deep(seed: int, depth: int = 2, width: int = 3, d: int = 1) -> FCNet:
     arch = FullyConnected(d, width, depth, 1, (get_activation("tanh"),) * depth, True)
-    return FCNet(arch, condlab.init_weights(arch, seed, 0.8))
+    return FCNet(arch, init_weights(arch, seed, 0.8))
 
 
 @pytest.mark.parametrize("depth, layer", [(1, 0), (2, 0), (2, 1), (3, 1)])
@@ -40,7 +41,7 @@ def test_split_refuses_bad_neurons_and_residual_layers():
         split(_deep(0, 1), 7, 0.5)
     arch = Residual(1, 3, 2, 1, (get_activation("tanh"),) * 2, True)
     with pytest.raises(ValueError, match="residual"):
-        split(FCNet(arch, condlab.init_weights(arch, 0, 0.5)), 0, 0.5)
+        split(FCNet(arch, init_weights(arch, 0, 0.5)), 0, 0.5)
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,10 @@ import pytest
 from condlab.analysis._cosine import (
     abs_cosine_neighbors,
     cosine_matrix,
-    cosine_order,
     nearest_line,
     unit_rows,
 )
-from condlab.analysis._orientations import Orientations, count_orientations
+from condlab.analysis._orientations import Orientations, cosine_order, count_orientations
 
 
 def random_lines(rng: np.random.Generator, n: int, k: int, sep_deg: float = 30.0) -> np.ndarray:

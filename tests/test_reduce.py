@@ -15,6 +15,7 @@ import condlab
 from condlab import FCNet, get_activation
 from condlab._arch import FullyConnected, Residual
 from condlab._cli import main
+from condlab._models import init_weights
 
 X = torch.as_tensor(np.random.default_rng(9).uniform(-2, 2, (200, 3)))
 
@@ -91,7 +92,7 @@ def test_condlab_reduce_cli_writes_reduction_json(tmp_path, capsys):
 def test_reduce_refuses_residual_layers():
     arch = Residual(2, 4, 2, 1, (get_activation("tanh"),) * 2, True)
     with pytest.raises(ValueError, match="residual"):
-        condlab.reduce(FCNet(arch, condlab.init_weights(arch, 0, 0.1)), layer=1)
+        condlab.reduce(FCNet(arch, init_weights(arch, 0, 0.1)), layer=1)
 
 
 def test_effective_rank_counts_lines_times_parameters_per_neuron():

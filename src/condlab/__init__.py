@@ -8,68 +8,87 @@ Public API (everything else lives in private modules and may change):
     condlab.load_run(path)           -> Run           read a run directory back
     condlab.preset("fig3")           -> Config        the paper's caption settings
     condlab.get_activation("xtanh")  -> Activation    with its computed multiplicity p
+    condlab.register_activation(name, "x**3*tanh(x)") -> Activation
     condlab.reduce(run_or_net)       -> Reduction     condensed groups merged into single neurons
     condlab.embed.split(net, j, a)   -> FCNet         one-step splitting embedding (wider, same output)
     condlab.inspect(model_or_state_dict, layers="fc*") -> DataFrame   condensation per layer
     condlab.Tracker(model, every=50, out=DIR)          -> .step(epoch, loss) in your own loop
+    condlab.sweep(spec, out=DIR)     -> SweepResult   a grid of runs, batched, resumable, local or Ray
+    Config (DataConfig, ModelConfig, TrainConfig), ConfigError, Run, RunResult, FCNet,
+    TrainingWarning, effective_rank, lightning_callback
+
+Names are imported on first use (module ``__getattr__``), so ``import condlab`` and the CLI's
+help do not pay for torch and sympy.
 """
 
-__version__ = "0.1.0"
+from __future__ import annotations
 
-from ._activations import (
-    Activation,
-    activation_table,
-    get_activation,
-    list_activations,
-    register_activation,
-)
-from ._api import resume, train
-from ._config import Config, ConfigError, DataConfig, ModelConfig, TrainConfig
-from ._data import Dataset, make_dataset
-from ._inspect import inspect
-from ._layers import extract_layers
-from ._models import Architecture, BatchedNet, FCNet, init_weights
-from ._presets import PRESETS, preset
-from ._records import Run, RunResult, load_run
-from ._reduce import Reduction, effective_rank, reduce
-from ._sweep import SweepResult, sweep
-from ._tracker import Tracker, lightning_callback
-from ._training import TrainingWarning, initial_stage_end
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "Activation",
-    "Architecture",
-    "BatchedNet",
-    "Config",
-    "ConfigError",
-    "DataConfig",
-    "Dataset",
-    "FCNet",
-    "ModelConfig",
-    "PRESETS",
-    "Reduction",
-    "Run",
-    "RunResult",
-    "SweepResult",
-    "TrainConfig",
-    "Tracker",
-    "TrainingWarning",
-    "__version__",
-    "activation_table",
-    "effective_rank",
-    "get_activation",
-    "extract_layers",
-    "init_weights",
-    "initial_stage_end",
-    "inspect",
-    "lightning_callback",
-    "list_activations",
-    "load_run",
-    "make_dataset",
-    "preset",
-    "reduce",
-    "register_activation",
-    "resume",
-    "sweep",
-    "train",
+from ._version import __version__
+
+# public name -> the private module that defines it
+_PUBLIC = {
+    "Activation": "._activations",
+    "get_activation": "._activations",
+    "register_activation": "._activations",
+    "resume": "._api",
+    "train": "._api",
+    "inspect": "._inspect",
+    "FCNet": "._models",
+    "Reduction": "._reduce",
+    "effective_rank": "._reduce",
+    "reduce": "._reduce",
+    "Tracker": "._tracker",
+    "lightning_callback": "._tracker",
+    "Config": "._config",
+    "ConfigError": "._config",
+    "DataConfig": "._config",
+    "ModelConfig": "._config",
+    "TrainConfig": "._config",
+    "preset": "._presets",
+    "Run": "._records",
+    "RunResult": "._records",
+    "load_run": "._records",
+    "SweepResult": "._sweep",
+    "sweep": "._sweep",
+    "TrainingWarning": "._training",
+}
+
+__all__ = [  # _PUBLIC's names and the version (tests/test_imports.py checks they agree)
+    "Activation", "Config", "ConfigError", "DataConfig", "FCNet", "ModelConfig", "Reduction", "Run",
+    "RunResult", "TrainConfig", "Tracker", "TrainingWarning", "__version__", "effective_rank",
+    "get_activation", "inspect", "lightning_callback", "load_run", "preset", "reduce",
+    "register_activation", "resume", "SweepResult", "sweep", "train",
 ]
+
+if TYPE_CHECKING:  # static tools see the names; at run time __getattr__ imports them on use
+    from ._activations import Activation, get_activation, register_activation
+    from ._api import resume, train
+    from ._config import Config, ConfigError, DataConfig, ModelConfig, TrainConfig
+    from ._inspect import inspect
+    from ._models import FCNet
+    from ._presets import preset
+    from ._records import Run, RunResult, load_run
+    from ._reduce import Reduction, effective_rank, reduce
+    from ._sweep import SweepResult, sweep
+    from ._tracker import Tracker, lightning_callback
+    from ._training import TrainingWarning
+
+
+_SUBMODULES = ("analysis", "embed", "plotting", "reproduce")  # public: `condlab.embed.split(...)`
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'condlab' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC, *_SUBMODULES})

@@ -27,6 +27,7 @@ import sympy as sp
 import torch
 import torch.nn.functional as F
 
+from ._checks import ACTIVATION_ALIASES
 from ._expressions import _ParseError, _softplus, expression_to_torch, parse_expression, shorten
 from ._taylor import MAX_ORDER, _what, taylor_multiplicity
 
@@ -191,7 +192,7 @@ def _fused_x2tanh(t: Tensor, value: Tensor, slope: Tensor) -> None:
 
 _FUSED = {"tanh": _fused_tanh, "sigmoid": _fused_sigmoid, "xtanh": _fused_xtanh,
           "x2tanh": _fused_x2tanh}
-_ALIASES = {"swish": "silu", "x_tanh": "xtanh", "x2_tanh": "x2tanh"}
+_ALIASES = ACTIVATION_ALIASES  # _checks.BUILTIN_ACTIVATIONS lists _BUILTINS' names (tested)
 _USER: dict[str, Activation] = {}  # filled by register_activation
 
 

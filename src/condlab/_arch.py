@@ -69,9 +69,7 @@ class Architecture:
     @staticmethod
     def from_config(cfg: ModelConfig, d: int) -> Architecture:
         """The architecture `cfg.arch` names, for inputs of dimension d."""
-        acts = [get_activation(a) for a in cfg.activations]
-        if len(acts) == 1:
-            acts = acts * cfg.depth
+        acts = [get_activation(a) for a in cfg.layer_activations()]
         return get_architecture(cfg.arch)(d, cfg.width, cfg.depth, cfg.d_out, tuple(acts), cfg.output_bias)
 
     @property
@@ -147,7 +145,8 @@ class Architecture:
             g_h = torch.bmm(delta, a_bar, out=buffers[0])             # dR/dh_L, (R, n, m)
             g_z = slopes[top].mul_(g_h)                                # dR/dz_L
         for layer in reversed(range(self.depth)):
-            self._weight_grad(grads[layer], g_z, inputs[layer], work["gw"][layer], bias=True)
+            self._weight_grad(grads[layer], g_z, inputs[layer], work["gw"][layer], bias=True,
+                              narrow=work.get("gt") if layer == 0 else None)
             if layer == 0:
                 break
             # dR/dh_{l-1} = dR/dz_l W_l (+ dR/dh_l through the skip connection)
@@ -160,10 +159,18 @@ class Architecture:
 
     @staticmethod
     def _weight_grad(grad: torch.Tensor, g: torch.Tensor, inputs: torch.Tensor, work: torch.Tensor,
-                     bias: bool) -> None:
-        """dR/dW of one layer from dR/dz (R, n, rows) and its input (R, n, cols or cols-1), into `grad`."""
+                     bias: bool, narrow: torch.Tensor | None = None) -> None:
+        """dR/dW of one layer from dR/dz (R, n, rows) and its input (R, n, cols or cols-1), into `grad`.
+
+        `narrow` (R, cols, rows): a workspace for the first layer when its input is narrow
+        (d + 1 << m); bmm writes its (cols, rows) transpose 1.2-3.5x faster than (rows, cols).
+        """
         if inputs.shape[2] == grad.shape[2]:  # input carries its 1: bias included
-            torch.bmm(g.transpose(1, 2), inputs, out=grad)
+            if narrow is not None:
+                torch.bmm(inputs.transpose(1, 2), g, out=narrow)
+                grad.copy_(narrow.transpose(1, 2))
+            else:
+                torch.bmm(g.transpose(1, 2), inputs, out=grad)
             return
         torch.bmm(g.transpose(1, 2), inputs, out=work)
         grad[:, :, :work.shape[2]].copy_(work)

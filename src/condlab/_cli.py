@@ -11,8 +11,6 @@ import traceback
 import warnings
 from pathlib import Path
 
-import numpy as np
-
 from ._config import Config, ConfigError
 
 EXIT_BAD_INPUT, EXIT_DIVERGED, EXIT_INTERRUPTED = 2, 3, 130
@@ -241,6 +239,8 @@ def _figures(run, analysis, out: Path) -> list[Path]:
 
 
 def _print_analysis(analysis, out: Path, figures: list[Path]) -> None:
+    import numpy as np
+
     keys = ["gradient@snapshot", "gradient@init", "sign@init", "replay"]
     print(f"{analysis.run}  epoch {analysis.epoch}  (optimizer {analysis.optimizer})")
     if analysis.divergence:
@@ -364,7 +364,7 @@ def _print_runs(result) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from ._version import __version__
 
     parser = _Parser(
         prog="condlab", description="Study condensation of neural networks at small initialization.")

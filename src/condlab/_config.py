@@ -78,6 +78,10 @@ class ModelConfig:
     # scaled by 1/(1-q)); per run, so a list sweeps it. Off for the recorded loss and analysis.
     dropout: list[float] = field(default_factory=lambda: [0.0])
 
+    def layer_activations(self) -> list[str]:
+        """One activation per hidden layer: a single entry stands for every layer."""
+        return self.activations * self.depth if len(self.activations) == 1 else list(self.activations)
+
 
 @dataclass
 class TrainConfig:
@@ -266,9 +270,8 @@ def _check(ok: bool, message: str) -> None:
 
 
 def validate(cfg: Config) -> Config:
-    """Check ranges and names; returns the config with activations expanded per layer."""
-    from ._activations import check_trainable, get_activation
-    from ._data import check_target
+    """Check ranges and names; returns `cfg` unchanged (a single activation stays one entry)."""
+    from ._checks import is_builtin_activation, target_problem
 
     d, m, t = cfg.data, cfg.model, cfg.train
     for key, value in [("data.n", d.n), ("data.d", d.d), ("model.width", m.width),
@@ -279,18 +282,18 @@ def validate(cfg: Config) -> Config:
            f"data.source='{d.source}' is not accepted: choose one of {', '.join(SOURCES)}")
     _check(d.limit >= 0, f"data.limit={d.limit} is not accepted: it must be >= 0 (0 = all)")
     _check(d.high > d.low, f"data.low={d.low}, data.high={d.high}: need low < high")
-    if d.source == "synthetic":
-        check_target(d.target, d.d)
-    from ._arch import ARCHITECTURES
-
-    _check(m.arch in ARCHITECTURES,
-           f"model.arch='{m.arch}' is not accepted: choose one of {', '.join(ARCHITECTURES)}")
-    if len(m.activations) == 1:
-        m.activations = m.activations * m.depth
-    _check(len(m.activations) == m.depth,
+    problem = target_problem(d.target, d.d) if d.source == "synthetic" else None
+    _check(problem is None, str(problem))
+    archs = _architecture_names(m.arch)
+    _check(m.arch in archs, f"model.arch='{m.arch}' is not accepted: choose one of {', '.join(archs)}")
+    _check(len(m.activations) in (1, m.depth),
            f"model.activations has {len(m.activations)} entries for model.depth={m.depth}: "
            "give one per hidden layer, or a single one for all")
     for name in m.activations:
+        if is_builtin_activation(name):
+            continue  # known (and trainable) without importing torch and sympy
+        from ._activations import check_trainable, get_activation
+
         try:
             check_trainable(get_activation(name))
         except ValueError as err:
@@ -322,11 +325,9 @@ def validate(cfg: Config) -> Config:
 
 
 def _check_optimizer(t: TrainConfig) -> None:
-    from ._optim import OPTIMIZERS
-
-    _check(t.optimizer in OPTIMIZERS,
-           f"train.optimizer='{t.optimizer}' is not accepted: choose one of {', '.join(OPTIMIZERS)}")
-    uses = OPTIMIZERS[t.optimizer].uses
+    uses = _optimizer_uses(t.optimizer)
+    _check(isinstance(uses, tuple),
+           f"train.optimizer='{t.optimizer}' is not accepted: choose one of {', '.join(uses)}")
     for wd in t.weight_decay:
         _check(wd >= 0, f"train.weight_decay={wd} is not accepted: it must be >= 0")
     for mu in t.momentum:
@@ -336,6 +337,28 @@ def _check_optimizer(t: TrainConfig) -> None:
            f"use sgd, or leave momentum at 0")
     _check(not t.nesterov or ("momentum" in uses and min(t.momentum) > 0),
            "train.nesterov=true needs train.optimizer=sgd and every train.momentum > 0")
+
+
+def _architecture_names(name: str) -> tuple[str, ...]:
+    """The accepted values of model.arch, importing the registry only for a name not built in."""
+    from ._checks import BUILTIN_ARCHITECTURES
+
+    if name in BUILTIN_ARCHITECTURES:
+        return BUILTIN_ARCHITECTURES
+    from ._arch import ARCHITECTURES
+
+    return tuple(ARCHITECTURES)
+
+
+def _optimizer_uses(name: str) -> tuple[str, ...] | list[str]:
+    """The hyper-parameters optimizer `name` reads (a tuple), or the accepted names (a list)."""
+    from ._checks import BUILTIN_OPTIMIZERS
+
+    if name in BUILTIN_OPTIMIZERS:
+        return BUILTIN_OPTIMIZERS[name]
+    from ._optim import OPTIMIZERS
+
+    return tuple(OPTIMIZERS[name].uses) if name in OPTIMIZERS else list(OPTIMIZERS)
 
 
 def snapshot_epochs(spec: list[int] | str, epochs: int) -> list[int]:

@@ -17,9 +17,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from ._checks import target_variables
 from ._config import ConfigError, DataConfig
-
-NAMED_TARGETS = ("sine_sum", "fig5")
 
 
 @dataclass(frozen=True)
@@ -29,27 +28,6 @@ class Dataset:
     x: np.ndarray
     y: np.ndarray
     config: DataConfig
-
-
-def _variables(d: int) -> list[str]:
-    # In 1-D both "x" and "x1" name the input.
-    return ["x", "x1"] if d == 1 else [f"x{k + 1}" for k in range(d)]
-
-
-def check_target(target: str, d: int) -> None:
-    """Raise a one-line ConfigError if `target` is neither a named target nor a valid expression."""
-    if target in NAMED_TARGETS:
-        return
-    from ._activations import parse_expression
-
-    names = _variables(d)
-    try:
-        parse_expression(target, names)
-    except ValueError as err:
-        raise ConfigError(
-            f"data.target='{target}' is not accepted: {err}; named targets are "
-            f"{', '.join(NAMED_TARGETS)}, or give an expression in {', '.join(names)}"
-        ) from None
 
 
 def _randomized(cfg: DataConfig, rng: np.random.Generator) -> DataConfig:
@@ -75,9 +53,9 @@ def target_values(cfg: DataConfig, x: np.ndarray) -> np.ndarray:
         if x.shape[1] != 1:
             raise ConfigError(f"data.target='fig5' is one-dimensional, but data.d={x.shape[1]}")
         return np.sin(3 * x) + np.sin(6 * x) / 2
-    from ._activations import expression_to_torch, parse_expression
+    from ._expressions import expression_to_torch, parse_expression
 
-    names = _variables(x.shape[1])
+    names = target_variables(x.shape[1])
     fn = expression_to_torch(parse_expression(cfg.target, names), names)
     cols = [torch.from_numpy(x[:, 0])] * 2 if x.shape[1] == 1 else list(torch.from_numpy(x).T)
     out = torch.as_tensor(fn(*cols), dtype=torch.float64).expand(x.shape[0])

@@ -34,8 +34,7 @@ from torch import Tensor, nn
 
 from ._io import atomic_write_json, atomic_write_text, provenance
 from ._layers import LayerMatrix, LayerSet, extract_layers
-from .analysis._cosine import cosine_order
-from .analysis._orientations import Orientations, count_orientations
+from .analysis._orientations import Orientations, cosine_order, count_orientations
 
 HEATMAP_ROWS = 512
 HEATMAP_SEED = 0

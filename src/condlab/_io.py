@@ -88,7 +88,7 @@ def provenance() -> dict[str, Any]:
     """Versions, platform, git commit and time, stored beside every result."""
     import torch
 
-    from . import __version__
+    from ._version import __version__
 
     return {
         "condlab": __version__,

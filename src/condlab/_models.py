@@ -95,6 +95,9 @@ class BatchedNet:
                 "gw": [make(rows, cols - 1) for rows, cols in self.arch.shapes[:-1]]
                 + [make(self.arch.d_out, m)],
             }
+            rows, cols = self.arch.shapes[0]
+            if cols < rows:  # the first layer's weight gradient, transposed (Architecture._weight_grad)
+                self._buffers[key]["gt"] = make(cols, rows)
         return self._buffers[key]
 
     def forward(self, x_aug: torch.Tensor, dropout: Dropout | None = None) -> torch.Tensor:

@@ -25,6 +25,8 @@ from typing import ClassVar
 
 import torch
 
+from ._fused import FusedAdam
+
 OPTIMIZERS: dict[str, type[Optimizer]] = {}
 
 
@@ -124,17 +126,24 @@ class Adam(Optimizer):
         self.beta1, self.beta2, self.eps = hyper.beta1, hyper.beta2, hyper.eps
         self.exp_avg = torch.zeros_like(params)
         self.exp_avg_sq = torch.zeros_like(params)
-        self._denom = torch.zeros_like(params)   # workspaces: no allocation per step
-        self._update = torch.zeros_like(params)
+        self._denom = self._update = None   # workspaces of the plain step, made on its first use
         self._derive()
 
     def _derive(self) -> None:
         self._shrink = None
         if self.decoupled and self.weight_decay is not None:
             self._shrink = 1 - self.lr * self.weight_decay
+        # PyTorch's fused kernel: one pass over memory instead of nine (condlab._fused)
+        self._fused = FusedAdam.plan(self.params, self.exp_avg, self.exp_avg_sq, self.lr, self.weight_decay,
+                                     decoupled=self.decoupled, betas=(self.beta1, self.beta2), eps=self.eps)
 
     def step(self, grad: torch.Tensor) -> None:
         self.step_count += 1
+        if self._fused is not None:
+            self._fused.step(grad, self.step_count)
+            return
+        if self._denom is None:
+            self._denom, self._update = torch.zeros_like(self.params), torch.zeros_like(self.params)
         if self._shrink is not None:
             self.params.mul_(self._shrink)        # AdamW: decay before the moments see grad
         elif not self.decoupled:

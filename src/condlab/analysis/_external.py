@@ -10,8 +10,7 @@ predicted.
 from __future__ import annotations
 
 from .._records import Run
-from ._cosine import cosine_order
-from ._orientations import count_orientations
+from ._orientations import cosine_order, count_orientations
 from ._report import LayerReport
 
 NOTE = "not a condlab network: layers counted; theory predictions need condlab's FC architecture"
@@ -22,10 +21,13 @@ def is_external(run: Run) -> bool:
     return run.meta.get("architecture") == "external"
 
 
-def analyze_external(run: Run, epoch: int | None, layers: list[int] | None, count_kwargs: dict | None):
-    """Count every snapshot layer of an external run (0-based `layers` index its layer list)."""
-    from ._run import RunAnalysis
+def analyze_external(run: Run, epoch: int | None, layers: list[int] | None,
+                     count_kwargs: dict | None) -> tuple[int, list[LayerReport], dict]:
+    """Count every snapshot layer of an external run (0-based `layers` index its layer list).
 
+    Returns the epoch, the layer reports and the heat-map orders, which ``analyze_run`` puts
+    into its RunAnalysis (kept there so that this module does not import ``_run`` back).
+    """
     names = list(run.weights)
     if not names:
         raise ValueError(f"'{run.path}' recorded metrics only (Tracker snapshots=False): its per-layer "
@@ -37,10 +39,10 @@ def analyze_external(run: Run, epoch: int | None, layers: list[int] | None, coun
     if bad:
         raise ValueError(f"layer {bad[0] + 1} does not exist: this run has layers 1..{len(names)} "
                          f"({', '.join(names[:6])}{' ...' if len(names) > 6 else ''})")
-    result = RunAnalysis(str(run.path) if run.path else "", epoch, "unknown", [])
+    reports, arrays = [], {}
     for k in chosen:
         W = run.layer(names[k], epoch)
         o = count_orientations(W, **(count_kwargs or {}))
-        result.layers.append(LayerReport(names[k], epoch, "-", None, o, note=NOTE))
-        result.arrays[f"order_{names[k]}"] = cosine_order(W, o)
-    return result
+        reports.append(LayerReport(names[k], epoch, "-", None, o, note=NOTE))
+        arrays[f"order_{names[k]}"] = cosine_order(W, o)
+    return epoch, reports, arrays

@@ -334,3 +334,33 @@ def count_orientations(
         stable=len(set(counts.values())) <= 1,
         params=params,
     )
+
+
+def cosine_order(W: Any, orientations: Any = None, **count_kwargs: Any) -> np.ndarray:
+    """(m, k) -> (m,) row permutation that puts condensed groups next to each other for eq. 5 maps.
+
+    Order: condensed lines by share (largest first); within a line the positive
+    direction, then the negative one (sign relative to the line mean); within a
+    direction by angle to the line mean, smallest first. Then scattered neurons,
+    grouped by the nearest condensed line and sorted by angle to it, then the
+    negligible ones by amplitude. `orientations` reuses a result of
+    `count_orientations(W)`; otherwise it is computed with `count_kwargs`.
+    """
+    U, norms = unit_rows(W)
+    orient = orientations if orientations is not None else count_orientations(W, **count_kwargs)
+    parts = []
+    for line in orient.lines:
+        c = U[line.members] @ line.mean
+        # sign group 0 (positive) first, then by |cos| descending = angle ascending
+        key = np.lexsort((-np.abs(c), c < 0))
+        parts.append(line.members[key])
+    scattered = np.asarray(orient.scattered, dtype=np.int64)
+    if len(orient.lines) and scattered.size:
+        means = np.stack([line.mean for line in orient.lines])
+        near, cos = nearest_line(U[scattered], means)
+        parts.append(scattered[np.lexsort((-cos, near))])
+    else:
+        parts.append(scattered[np.argsort(-norms[scattered], kind="stable")])
+    negligible = np.asarray(orient.negligible, dtype=np.int64)
+    parts.append(negligible[np.argsort(-norms[negligible], kind="stable")])
+    return np.concatenate(parts).astype(np.int64)

@@ -15,7 +15,6 @@ import torch
 
 from .._io import atomic_write_json, atomic_write_npz, provenance
 from .._records import Run
-from ._cosine import cosine_order
 from ._fields import (
     PolyFit,
     direction_field,
@@ -24,6 +23,7 @@ from ._fields import (
     stable_lines_2d,
     velocities,
 )
+from ._orientations import cosine_order
 from ._rank import model_rank
 from ._report import LayerReport, analyze_layer, default_epoch, layer_history, run_history
 
@@ -72,7 +72,10 @@ def analyze_run(run: Run, epoch: int | None = None, layers: list[int] | None = N
     from ._external import analyze_external, is_external
 
     if is_external(run):  # a Tracker record of someone else's model: measure only
-        return analyze_external(run, epoch, layers, count_kwargs)
+        epoch, reports, arrays = analyze_external(run, epoch, layers, count_kwargs)
+        result = RunAnalysis(str(run.path) if run.path else "", epoch, "unknown", reports)
+        result.arrays.update(arrays)
+        return result
     epoch = default_epoch(run) if epoch is None else int(epoch)
     run.index(epoch)  # a clear error when the epoch was not recorded
     depth = run.config.model.depth

@@ -181,29 +181,79 @@ def roots_1d(X: Any, e: Any, p: int) -> np.ndarray:
 
 
 def _integrate(X, e, p, coef, U, a, flow, steps):
-    """Euler-integrate the projected flow for all test neurons at once: U (N, q), a (N,) -> U."""
+    """Integrate the projected flow for all test neurons at once until converged: U (N, q) -> U, moved.
+
+    `steps` caps the number of steps; both integrators stop earlier once converged (below).
+    moved (N,) is each neuron's last step in radians (gradient flow; zeros for the sign flow).
+    """
     s = (a * coef / len(e))[:, None]  # grad_w L = s * F(u), F(u) = sum_i e_i x_i (u . x_i)^(p-1)
     if flow == "gradient":
-        # p * |coef| * mean(|e| |x|^p) bounds the Jacobian of the projected field on the
-        # tangent space, so lr * |J| <= 1 and Euler neither oscillates nor blows up
-        lip = p * abs(coef) * np.mean(np.abs(e) * np.linalg.norm(X, axis=1) ** p)
-        lrs = np.full(steps, 1.0 / lip)
-    else:
-        # sign flow has speed sqrt(q) everywhere and chatters on switching surfaces, so shrink
-        # the step geometrically to let the chattering die out
-        lrs = np.geomspace(0.1, 1e-4, steps) / math.sqrt(X.shape[1])
+        return _gradient_flow(X, e, p, s, U, steps, coef)
+    return _sign_flow(X, e, p, s, U, steps), np.zeros(len(U))
+
+
+def _tangent(v: np.ndarray, U: np.ndarray) -> np.ndarray:
+    return v - np.sum(v * U, axis=1, keepdims=True) * U
+
+
+def _gradient_flow(X, e, p, s, U, steps, coef, settle=1e-10):
+    """Euler on the sphere with a per-neuron step h_j = 0.5 / L_j, L_j a secant estimate of the field's
+    Lipschitz constant along the neuron's own path, kept in [1, 100] / lip.
+
+    A per-neuron, state-dependent step is a positive time change, which leaves the orbits and their
+    limits (eq. 9) unchanged (eq. 8); h_j L_j = 0.5 keeps Euler stable and monotone where the secant
+    sees the curvature, and it speeds up the slow last approach to a fixed point, where the fixed
+    1/lip of a global bound needed thousands of steps. Converged: every neuron's last step moved it
+    less than `settle` radians, i.e. its projected field |P F| < settle * lip (checked every 10 steps).
+    """
+    # p * |coef| * mean(|e| |x|^p) bounds the Jacobian of the projected field on the tangent
+    # space, so a step of 1/lip never oscillates nor blows up: the smallest step allowed
+    lip = p * abs(coef) * np.mean(np.abs(e) * np.linalg.norm(X, axis=1) ** p)
+    h = np.full(len(U), 1.0 / lip)
     moved = np.full(len(U), np.inf)
+    U_prev = v_prev = None
     for k in range(steps):
-        grad = s * (((U @ X.T) ** (p - 1) * e) @ X)  # (N, q)
-        v = -grad if flow == "gradient" else -np.sign(grad)
-        step = lrs[k] * (v - np.sum(v * U, axis=1, keepdims=True) * U)
+        v = _tangent(-s * (((U @ X.T) ** (p - 1) * e) @ X), U)
+        if v_prev is not None:
+            dv, du = np.linalg.norm(v - v_prev, axis=1), np.linalg.norm(U - U_prev, axis=1)
+            h = np.clip(0.5 * du / np.maximum(dv, 1e-300), 1.0 / lip, 100.0 / lip)
+        step = h[:, None] * v
+        U_prev, v_prev = U, v
         U = U + step
         U /= np.linalg.norm(U, axis=1, keepdims=True)
-        if flow == "gradient" and k % 50 == 0:
+        if k % 10 == 0:
             moved = np.linalg.norm(step, axis=1)
-            if moved.max() < 1e-10:  # every neuron has settled (radians per step)
+            if moved.max() < settle:  # every neuron has settled
                 break
     return U, moved
+
+
+def _sign_flow(X, e, p, s, U, steps, window=50):
+    """Euler on the sign flow with a geometrically shrinking step, 0.1 -> 1e-4 (/ sqrt(q)) over `steps`.
+
+    The sign flow has speed up to sqrt(q) everywhere and chatters on switching surfaces; shrinking
+    the step lets the chattering die out. Converged: the schedule's end. Skipping ahead: when, over
+    the last `window` steps, no neuron moved more than 2 steps' length net (all chatter in place
+    instead of travelling or sliding), the step is halved at once instead of waiting for the
+    schedule; the limit is the same up to the chatter amplitude (measured: within 0.05 deg on
+    the tests' layers, 0.8 deg at worst, against 5,000 fixed steps).
+    """
+    q = X.shape[1]
+    lr, end = 0.1 / math.sqrt(q), 1e-4 / math.sqrt(q)
+    decay = (end / lr) ** (1.0 / max(steps - 1, 1))
+    start = U
+    for k in range(1, steps + 1):
+        v = -np.sign(s * (((U @ X.T) ** (p - 1) * e) @ X))
+        U = U + lr * _tangent(v, U)
+        U /= np.linalg.norm(U, axis=1, keepdims=True)
+        if k % window == 0:
+            if np.linalg.norm(U - start, axis=1).max() < 2 * lr * math.sqrt(q):
+                lr *= 0.5
+            start = U
+        lr *= decay
+        if lr < end:
+            break
+    return U
 
 
 def _group_lines(U: np.ndarray, merge_deg: float) -> tuple[np.ndarray, np.ndarray]:

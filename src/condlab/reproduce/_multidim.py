@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import preset
+from .._presets import preset
 from ..analysis import analyze_layer, cosine_order
 from ..plotting import cosine_panels
 from ._claims import ExperimentResult

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import preset
+from .._presets import preset
 from ..analysis import analyze_run, cosine_order, count_orientations, line_angles
 from ..plotting import cosine_panels, direction_field_plot, panel_row, polyfit_plot
 from ._claims import ExperimentResult

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from .. import Config
+from .._config import Config
 from .._datasets import ENV_VAR, DatasetMissing, data_root, load_mnist
 from .._inspect import inspect_model
 from .._io import atomic_write_bytes

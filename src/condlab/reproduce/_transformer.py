@@ -37,8 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._tracker import Tracker
-from ..analysis._cosine import cosine_order
-from ..analysis._orientations import SWEEP, count_orientations
+from ..analysis._orientations import SWEEP, cosine_order, count_orientations
 from ..plotting import cosine_panels
 from ..plotting._style import new_figure, styled
 from ._claims import ExperimentResult

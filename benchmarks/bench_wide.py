@@ -1,0 +1,137 @@
+"""One training step of a wide layer against autograd + fused torch.optim, and against its floor.
+
+One network d-m-1 (d = 5, m = 10^5, tanh), n = 4 and n = 80 samples, GD and Adam. Per step:
+
+* ``condlab``: the trainer's step (``BatchedNet.loss_and_grad`` + the ``condlab._optim`` step);
+* ``autograd``: W (m, d+1) and a (1, m+1) as leaf tensors, ``x_aug @ W.T``, ``tanh``,
+  ``.backward()``, ``torch.optim.Adam`` / ``SGD`` with ``fused=True`` (``foreach=True`` where
+  this torch has no fused kernel);
+* ``floor``: the bytes a step must move -- parameters read and written, the gradient written
+  and read, for Adam both moments read and written -- at the measured copy bandwidth, plus
+  the activation's own measured cost (``torch.tanh`` on the n*m pre-activations).
+
+Targets (issue 9): condlab >= 1.5x autograd, and within 3x of the floor. Each repetition
+times the contenders back to back (pairs interleaved) at 1 and 2 threads; ratios are taken
+within a repetition, the median over repetitions is printed.
+
+    python benchmarks/bench_wide.py [--width 100000] [--steps 20] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from condlab._arch import get_architecture
+from condlab._models import BatchedNet, augment, init_weights
+from condlab._optim import Hyper, get_optimizer
+
+D, LR = 5, 1e-3
+
+
+def condlab_step(arch, x: torch.Tensor, y: torch.Tensor, optimizer: str) -> Callable[[], None]:
+    net = BatchedNet(arch, 1, x.dtype, torch.device("cpu"))
+    net.load(0, init_weights(arch, 0, 0.005))
+    xb, yb = augment(x)[None].contiguous(), y[None].contiguous()
+    opt = get_optimizer(optimizer)(net.flat, Hyper(lr=torch.tensor(LR, dtype=x.dtype)))
+
+    def step() -> None:
+        net.loss_and_grad(xb, yb)
+        opt.step(net.grad)
+
+    return step
+
+
+def autograd_step(arch, x: torch.Tensor, y: torch.Tensor, optimizer: str) -> Callable[[], None]:
+    w0, a0 = init_weights(arch, 0, 0.005)
+    w, a = w0.to(x.dtype).requires_grad_(), a0.to(x.dtype).requires_grad_()
+    x_aug, ones, n = augment(x), torch.ones(x.shape[0], 1, dtype=x.dtype), x.shape[0]
+    make = torch.optim.Adam if optimizer == "adam" else torch.optim.SGD
+    try:
+        opt = make([w, a], lr=LR, fused=True)
+        opt.zero_grad()
+        opt.step()  # a fused kernel missing for this device/dtype fails here
+    except RuntimeError:
+        opt = make([w, a], lr=LR, foreach=True)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        h = torch.tanh(x_aug @ w.T)
+        loss = (torch.cat([h, ones], 1) @ a.T - y).square().sum() / (2 * n)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def floor_seconds(arch, n: int, dtype: torch.dtype, optimizer: str) -> float:
+    """Bytes of parameters, gradient and optimizer state at copy bandwidth, plus tanh on n*m values."""
+    params = sum(r * c for r, c in arch.shapes)
+    passes = 8 if optimizer == "adam" else 4  # read+write of params, grad (and both moments)
+    nbytes = passes * params * torch.finfo(dtype).bits // 8
+    big = torch.ones(32 * 2**20 // (torch.finfo(dtype).bits // 8), dtype=dtype)  # 32 MiB: past the caches
+    dst = torch.empty_like(big)
+    copy = best_of(5, lambda: dst.copy_(big))
+    bandwidth = 2 * big.numel() * big.element_size() / copy
+    z = torch.randn(n, arch.width, dtype=dtype) * 0.01
+    out = torch.empty_like(z)
+    return nbytes / bandwidth + best_of(5, lambda: torch.tanh(z, out=out))
+
+
+def best_of(repeat: int, fn: Callable[[], object], inner: int = 5) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        times.append((time.perf_counter() - start) / inner)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--width", type=int, default=100_000)
+    parser.add_argument("--steps", type=int, default=10, help="steps per timing")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--dtype", default="float32,float64")
+    args = parser.parse_args()
+    arch = get_architecture("fc")(D, args.width, 1, 1, (_tanh(),), True)
+    threads = [int(t) for t in args.threads.split(",")]
+    print(f"torch {torch.__version__}, d={D}, m={args.width}, tanh; seconds per step, best of "
+          f"{args.repeat}; ratios: median over repetitions")
+    for dtype in [getattr(torch, name) for name in args.dtype.split(",")]:
+        for n in (4, 80):
+            gen = torch.Generator().manual_seed(n)
+            x = (torch.rand(n, D, generator=gen, dtype=torch.float64) * 6 - 4).to(dtype)
+            y = torch.sin(x).sum(1, keepdim=True)
+            for optimizer in ("gd", "adam"):
+                measure(arch, x, y, optimizer, threads, args)
+
+
+def measure(arch, x, y, optimizer: str, threads: list[int], args) -> None:
+    ours, theirs = condlab_step(arch, x, y, optimizer), autograd_step(arch, x, y, optimizer)
+    for t in threads:
+        torch.set_num_threads(t)
+        floor = floor_seconds(arch, x.shape[0], x.dtype, optimizer)
+        pairs = [(best_of(1, ours, args.steps), best_of(1, theirs, args.steps)) for _ in range(args.repeat)]
+        c, a = min(p[0] for p in pairs), min(p[1] for p in pairs)
+        print(f"{str(x.dtype).removeprefix('torch.'):>8} n={x.shape[0]:<3} {optimizer:<4} threads={t}: "
+              f"condlab {c * 1e3:7.2f} ms  autograd {a * 1e3:7.2f} ms  floor {floor * 1e3:6.2f} ms  ->  "
+              f"{statistics.median(q / p for p, q in pairs):4.2f}x autograd (target 1.5x), "
+              f"{c / floor:4.1f}x the floor (target <= 3x)")
+
+
+def _tanh():
+    from condlab._activations import get_activation
+
+    return get_activation("tanh")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""The fused Adam/AdamW step (condlab._fused) equals the plain tensor step it replaces."""
+
+import pytest
+import torch
+
+from condlab._fused import FusedAdam, _segments
+from condlab._optim import Hyper, get_optimizer
+
+needs_kernel = pytest.mark.skipif(not hasattr(torch, "_fused_adam_"), reason="torch without fused Adam")
+
+
+def test_segments_group_equal_neighbours():
+    lr = torch.tensor([1.0, 1.0, 2.0, 2.0, 1.0, 3.0])
+    wd = torch.tensor([0.0, 0.0, 0.0, 0.5, 0.0, 0.0])
+    assert _segments(lr, wd, 6) == {(1.0, 0.0): [(0, 2), (4, 5)], (2.0, 0.0): [(2, 3)],
+                                    (2.0, 0.5): [(3, 4)], (3.0, 0.0): [(5, 6)]}
+    assert _segments(torch.tensor(0.5), None, 4) == {(0.5, 0.0): [(0, 4)]}
+
+
+def _run(name: str, fused: bool, lr, wd, steps: int = 30) -> tuple[torch.Tensor, object]:
+    gen = torch.Generator().manual_seed(0)
+    params = torch.randn(64, generator=gen, dtype=torch.float64)
+    opt = get_optimizer(name)(params, Hyper(lr=lr, weight_decay=wd, eps=1e-8))
+    if not fused:
+        opt._fused = None
+    for k in range(steps):
+        grad = torch.sin(params * (k + 1)) + 0.1 * params  # a gradient that depends on params
+        opt.step(grad)
+        if k == 10:
+            opt.stop(torch.arange(64) < 8)  # freeze the first "run" half way, as divergence does
+    return params, opt
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", ["adam", "adamw"])
+@pytest.mark.parametrize("shared", [True, False])
+def test_fused_step_equals_plain_step(name, shared):
+    # the claim: the fused kernel computes PyTorch's Adam/AdamW update; tolerance 1e-12 of
+    # the parameters' scale after 30 steps in float64 (rounding only)
+    if shared:
+        lr, wd = torch.tensor(1e-2, dtype=torch.float64), torch.tensor(0.1, dtype=torch.float64)
+    else:  # per-element hyper-parameters in runs of 16, as BatchedNet.per_run lays them out
+        lr = torch.tensor([1e-2, 2e-2, 1e-2, 5e-3], dtype=torch.float64).repeat_interleave(16)
+        wd = torch.tensor([0.0, 0.1, 0.1, 0.3], dtype=torch.float64).repeat_interleave(16)
+    fused, opt = _run(name, True, lr, wd)
+    assert opt._fused is not None  # the fast path really ran
+    plain, _ = _run(name, False, lr, wd)
+    assert torch.allclose(fused, plain, rtol=0, atol=1e-12 * plain.abs().max().item())
+    start = torch.randn(64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    assert (fused - start).abs().max() > 1e-3      # the steps moved the parameters
+    frozen, _ = _run(name, True, lr, wd, steps=11)  # params right after the stop
+    assert torch.equal(fused[:8], frozen[:8])       # stopped elements never move again
+
+
+def test_plan_falls_back_without_kernel(monkeypatch):
+    monkeypatch.delattr(torch, "_fused_adam_", raising=False)
+    params = torch.zeros(4)
+    assert FusedAdam.plan(params, params.clone(), params.clone(), torch.tensor(1e-3), None,
+                          decoupled=False, betas=(0.9, 0.999), eps=1e-8) is None
