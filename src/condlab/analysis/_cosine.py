@@ -151,7 +151,7 @@ def cosine_order(W: Any, orientations: Any = None, **count_kwargs: Any) -> np.nd
     U, norms = unit_rows(W)
     orient = orientations if orientations is not None else count_orientations(W, **count_kwargs)
     parts = []
-    for line in orient.lines:
+    for line in tuple(orient.lines) + tuple(getattr(orient, "arcs", ())):  # arcs are blocks too
         c = U[line.members] @ line.mean
         # sign group 0 (positive) first, then by |cos| descending = angle ascending
         key = np.lexsort((-np.abs(c), c < 0))
