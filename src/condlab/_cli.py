@@ -231,7 +231,7 @@ def _print_analysis(analysis, out: Path, figures: list[Path]) -> None:
         o = r.orientations
         shares = " ".join(f"{c.share:.2f}" for c in o.lines[:5]) + (" ..." if len(o.lines) > 5 else "")
         p = "-" if r.p is None else str(r.p)
-        bound = "-" if r.p is None else f"{r.p}/{2 * r.p}"
+        bound = "-" if r.p is None else f"{r.p}/{2 * r.p}" + ("!" if r.within_bound is False else "")
         cells = []
         for k in keys:
             angles = r.angles.get(k)
@@ -239,6 +239,11 @@ def _print_analysis(analysis, out: Path, figures: list[Path]) -> None:
         print(f"  {r.layer:<7} {r.activation:<10} {p:>2} {bound:>5} {o.n_lines:>5} "
               f"{o.n_directions:>4} {'yes' if o.stable else 'no':>6}  {shares:<22}"
               + "".join(cells) + f"  {r.best or '-'}")
+        if r.within_bound is False:
+            print(f"          BOUND VIOLATED: {o.n_lines} lines > p = {r.p} (Proposition 1)")
+        if o.n_arcs:
+            print(f"          {o.n_arcs} arc(s) of neurons (a continuous band, not lines): widths "
+                  + ", ".join(f"{c.width_deg:.0f}°" for c in o.arcs))
         if r.note:
             print(f"          note: {r.note}")
     print("  bound: p lines / 2p directions; angles: mean over measured lines of the angle "
@@ -366,7 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-replay", action="store_true", help="skip the leading-order replay prediction")
     p.add_argument("--cos-threshold", type=float, help="|cos| to join a line (default 0.95)")
     p.add_argument("--amplitude-ratio", type=float,
-                   help="set aside neurons below this fraction of the largest amplitude (default 0.1)")
+                   help="set aside neurons below this fraction of the 90th-percentile amplitude "
+                        "(default 0.1)")
     p.add_argument("--min-share", type=float, help="smallest share of a condensed line (default 0.05)")
     p.set_defaults(func=cmd_analyze)
 

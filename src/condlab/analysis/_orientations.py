@@ -176,7 +176,9 @@ def _seed_centres(U: np.ndarray, thr: float, min_count: int, chunk: int) -> np.n
         # Even spread over the canonical (amplitude) order: deterministic, order-free.
         sample = U[np.unique(np.linspace(0, n - 1, SEED_ROWS).round().astype(np.int64))]
     lead = leaders(sample, thr, chunk)
-    sizes = np.bincount(_assign(sample, sample[lead], thr, chunk), minlength=len(lead))
+    joined = _assign(sample, sample[lead], thr, chunk)
+    # At |cos| thresholds near 1 rounding can leave even a leader outside its own cap (-1).
+    sizes = np.bincount(joined[joined >= 0], minlength=len(lead))
     # Half the size rule, scaled to the sample, so that sampling noise cannot drop a
     # condensed line; clusters that stay too small are filtered out at the end anyway.
     need = 1 if min_count == 1 else max(2, (min_count * sample.shape[0]) // (2 * n))

@@ -95,4 +95,6 @@ def replay_neurons(
         grad_w.copy_(c_w * a * (weighted @ x))
         grad_a.copy_(c_a * (e * proj.pow(p)).sum(1, keepdim=True) / x.shape[0])
         opt.step(grad)
+        if not bool(torch.isfinite(w).all()):
+            break  # diverged: the caller reports it; more steps only spread inf/nan
     return w.numpy().copy()

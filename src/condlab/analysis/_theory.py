@@ -272,6 +272,7 @@ class Prediction:
     p: int  # multiplicity of the activation
     bound_lines: int  # p: Proposition 1's bound on lines (proved for p = 1 or q = 2)
     bound_directions: int  # 2p
+    note: str = ""  # e.g. why a prediction has no lines (a diverged replay)
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
