@@ -281,7 +281,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     names = list(EXPERIMENTS) if args.name == "all" else [args.name]
     out, stamped = reproduce_out(args.out, names, args.overwrite)  # never replaces earlier results
     options = dict(seeds=args.seeds, quick=args.quick, out=out, device=args.device,
-                   data_dir=args.data_dir, progress=sys.stderr.isatty())
+                   data_dir=args.data_dir, progress=sys.stderr.isatty(), data_seeds=args.data_seeds)
     if args.name == "all":
         results, table = reproduce_all(**options)
         print(table)
@@ -291,8 +291,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         rows = summary_rows(results)
         width = max(len(r["claim"]) for r in rows)  # never empty: a skipped experiment has a row
         for r in rows:
-            print(f"{r['verdict']:<6} {r['claim']:<{width}}  expected {r['expected']:<28} "
-                  f"measured {r['measured']} ({r['share']} seeds)")
+            print(f"{r['verdict']:<12} {r['claim']:<{width}}  expected {r['expected']:<28} "
+                  f"holds on {r['pairs']} (holds/conclusive/all pairs)")
+            if r["reason"] != "-":
+                print(f"{'':<12} {'':<{width}}  why: {r['reason']}; explained by: {r['explained by']}")
+    if args.quick:
+        print("--quick: few (data, init) pairs; these verdicts are PROVISIONAL")
     for result in results:
         for note in result.notes:
             print(f"note ({result.experiment}): {note}")
@@ -399,7 +403,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="reproduce an experiment of the papers, with a verdict on each claim")
     p.add_argument("name", nargs="?", help="experiment name (see --list) or all")
     p.add_argument("--list", action="store_true", help="list the experiments")
-    p.add_argument("--seeds", type=_parse_seeds, help="seeds (default 5, or 2 with --quick)")
+    p.add_argument("--seeds", type=_parse_seeds,
+                   help="init seeds (default 3, or 1 with --quick; 5/2 where the data are fixed)")
+    p.add_argument("--data-seeds", type=_parse_seeds, help="data draws (default 3, or 2 with --quick)")
     p.add_argument("--quick", action="store_true", help="fewer seeds, no replay predictions, data subsets")
     p.add_argument("--out", help="output directory (default: a new runs/reproduce/DATE-TIME, with "
                    "runs/reproduce/latest pointing at it); an existing experiment folder is refused")

@@ -1,0 +1,5 @@
+"""Diagnostic reruns of failing claims (filled in below)."""
+
+
+def diagnose_result(experiment, ctx, result) -> None:
+    return None
