@@ -7,7 +7,7 @@ import numpy as np
 from .. import preset
 from ..analysis import analyze_run, cosine_order, count_orientations, line_angles
 from ..plotting import cosine_panels, direction_field_plot, panel_row, polyfit_plot
-from ._claims import ExperimentResult
+from ._claims import ExperimentResult, line_outcome
 from ._context import Context
 
 FIG5 = [("tanh", 1), ("xtanh", 2), ("x2tanh", 3)]
