@@ -46,7 +46,7 @@ class DataConfig:
     # "sine_sum": sum_k amplitude*sin(frequency*x_k + phase) (Fig. 3, Fig. 4);
     # "fig5": sin(3x) + sin(6x)/2 (1-D, Figs. 5-6); anything else: an expression in
     # x1..xd (or x when d = 1), e.g. "x1**2 - sin(x2)".
-    target: str = "sine_sum"
+    target: str | list[str] = "sine_sum"  # a list: one expression per output (model.d_out)
     amplitude: float = 3.5
     frequency: float = 5.0
     phase: float = 1.0
@@ -274,7 +274,8 @@ def validate(cfg: Config) -> Config:
     _check(d.limit >= 0, f"data.limit={d.limit} is not accepted: it must be >= 0 (0 = all)")
     _check(d.high > d.low, f"data.low={d.low}, data.high={d.high}: need low < high")
     if d.source == "synthetic":
-        check_target(d.target, d.d)
+        for target in d.target if isinstance(d.target, list) else [d.target]:
+            check_target(target, d.d)
     from ._arch import ARCHITECTURES
 
     _check(m.arch in ARCHITECTURES,

@@ -21,10 +21,12 @@ from ._report import LayerReport, analyze_layer, default_epoch, layer_history, r
 from ._run import RunAnalysis, analyze_run
 from ._theory import (
                       Prediction,
+                      effective_residual,
                       flow_for_optimizer,
                       flow_lines,
                       line_angles,
                       match_report,
+                      output_direction,
                       p1_line,
                       p2_lines,
                       predict_lines,
@@ -34,7 +36,7 @@ from ._theory import (
 __all__ = [
     "Cluster", "History", "LayerReport", "Orientations", "PolyFit", "Prediction", "RunAnalysis",
     "abs_cosine_neighbors", "analyze_layer", "analyze_run", "cosine_matrix", "cosine_order",
-    "count_orientations", "default_epoch", "direction_field", "flow_for_optimizer", "flow_lines",
+    "count_orientations", "default_epoch", "direction_field", "effective_residual", "output_direction", "flow_for_optimizer", "flow_lines",
     "layer_history", "line_angles", "run_history", "match_report", "orientation_trajectories", "p1_line",
     "p2_lines", "polynomial_fits", "predict_lines", "replay_neurons", "roots_1d",
     "stable_lines_2d", "velocities",

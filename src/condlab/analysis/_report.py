@@ -11,8 +11,9 @@ For layer k at a snapshot epoch, condlab reports
   - ``replay``: the leading-order dynamics replayed with the run's optimizer and residual
     history (``_replay.py``), which captures both the rotation of the residual and Adam.
 
-Residuals of a multi-output network are summed over outputs (Sec. 3: "we only need to sum
-up the components"). Layer inputs x^[k-1] carry the appended 1.
+Residuals keep every output, shape (n, d_out): with vector output weights the p = 1 line is
+the top right singular vector of G = EᵀX/n, not the direction of the summed residual (see
+analysis/_theory.py). Layer inputs x^[k-1] carry the appended 1.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def run_history(run: Run, until: int) -> list[History]:
             hidden = net.hidden(x)
             for k, layer_inputs in enumerate(inputs):
                 layer_inputs.append(hidden[k].numpy())
-            residuals.append((hidden[-1] @ net.layers[-1].T - y).sum(1).numpy())
+            residuals.append((hidden[-1] @ net.layers[-1].T - y).numpy())  # (n, d_out)
     return [History(np.array(epochs), np.stack(layer), np.stack(residuals)) for layer in inputs]
 
 
