@@ -36,8 +36,9 @@ from ._theory import (
 __all__ = [
     "Cluster", "History", "LayerReport", "Orientations", "PolyFit", "Prediction", "RunAnalysis",
     "abs_cosine_neighbors", "analyze_layer", "analyze_run", "cosine_matrix", "cosine_order",
-    "count_orientations", "default_epoch", "direction_field", "effective_residual", "output_direction", "flow_for_optimizer", "flow_lines",
-    "layer_history", "line_angles", "run_history", "match_report", "orientation_trajectories", "p1_line",
+    "count_orientations", "default_epoch", "direction_field", "effective_residual", "flow_for_optimizer",
+    "flow_lines", "layer_history", "line_angles", "run_history", "match_report", "orientation_trajectories",
+    "output_direction", "p1_line",
     "p2_lines", "polynomial_fits", "predict_lines", "replay_neurons", "roots_1d",
     "stable_lines_2d", "velocities",
     "ModelRank", "RankTrace", "jacobian", "model_rank", "rank_over_snapshots",

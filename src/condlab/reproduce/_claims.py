@@ -103,9 +103,12 @@ class Claim:
         if self.verdict == "holds":
             return ""
         n, c, h = len(self.outcomes), self.conclusive, sum(self.passed)
-        common = Counter(r for r in self.reasons if r).most_common(1)
+        few = c < MIN_CONCLUSIVE * n  # then say why pairs were inconclusive, else why they failed
+        wanted = "inconclusive" if few else "fails"
+        common = Counter(r for o, r in zip(self.outcomes, self.reasons, strict=True)
+                         if o == wanted and r).most_common(1)
         why = f"; e.g. {common[0][0]}" if common else ""
-        if c < MIN_CONCLUSIVE * n:
+        if few:
             return f"inconclusive on {n - c} of {n} pairs{why}"
         return f"holds on {h} of {c} conclusive pairs{why}"
 
