@@ -122,3 +122,28 @@ def test_summary_table_markdown_and_csv(tmp_path):
            "e.g. 2 lines | unexplained |" in table
     assert "NOT RUN" in table
     assert (tmp_path / "summary.csv").read_text().startswith("experiment,claim,expected")
+
+
+def test_a_failing_claim_is_explained_by_the_variant_that_restores_it(tmp_path):
+    from condlab.reproduce import Context, Experiment
+    from condlab.reproduce._diagnose import diagnose_result
+
+    def run(ctx):  # holds only when trained in float64 (a stand-in for a real experiment)
+        res = ExperimentResult("toy", "src", ctx.seeds)
+        claim = res.claim("toy/x", "x", lines=1)
+        for d in ctx.data_seeds:
+            ok = "train.dtype=float64" in ctx.overrides
+            claim.record(ok, pair=(d, 0), reason="2 lines (expected 1)", lines=1 if ok else 2)
+        return res
+
+    experiment = Experiment("toy", "src", "toy", run)
+    ctx = Context([0], out=tmp_path, data_seeds=[0, 1, 2])
+    result = run(ctx)
+    diagnose_result(experiment, ctx, result)
+    (claim,) = result.claims
+    assert claim.verdict == "fails" and claim.explained_by == "float64"
+    tried = [v["variant"] for v in claim.variants]
+    assert tried == ["gd", "initial-stage", "data-draws", "float64"]  # no eps warning: no eps variant
+    assert [v["verdict"] for v in claim.variants] == ["fails", "fails", "fails", "holds"]
+    row = write_summary([result], tmp_path).splitlines()[-1]
+    assert row.endswith("| float64 |")

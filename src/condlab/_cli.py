@@ -294,7 +294,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             print(f"{r['verdict']:<12} {r['claim']:<{width}}  expected {r['expected']:<28} "
                   f"holds on {r['pairs']} (holds/conclusive/all pairs)")
             if r["reason"] != "-":
-                print(f"{'':<12} {'':<{width}}  why: {r['reason']}; explained by: {r['explained by']}")
+                print(f"{'':<12} {'':<{width}}  why: {r['reason']}; explained by: {r['explained by']} "
+                      f"(variants tried: {r['tried']})")
     if args.quick:
         print("--quick: few (data, init) pairs; these verdicts are PROVISIONAL")
     for result in results:

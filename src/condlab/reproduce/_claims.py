@@ -199,7 +199,8 @@ def summary_rows(results: list[ExperimentResult]) -> list[dict[str, str]]:
                          "expected": _compact(c.expected),
                          "measured": f"{main}={_compact(c.measured[main])}" if main else "-",
                          "pairs": f"{sum(c.passed)}/{c.conclusive}/{len(c.outcomes)}",
-                         "verdict": verdict, "reason": c.reason or "-", "explained by": explained})
+                         "verdict": verdict, "reason": c.reason or "-", "explained by": explained,
+                         "tried": ", ".join(f"{v['variant']} {v['verdict']}" for v in c.variants) or "-"})
     return rows
 
 
@@ -214,7 +215,7 @@ def write_summary(results: list[ExperimentResult], out: Path) -> str:
     table = "\n".join(lines) + "\n"
     atomic_write_text(out / "summary.md", table)
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=KEYS)
+    writer = csv.DictWriter(buf, fieldnames=KEYS + ["tried"])
     writer.writeheader()
     writer.writerows(rows)
     atomic_write_text(out / "summary.csv", buf.getvalue())

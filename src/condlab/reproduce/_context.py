@@ -28,6 +28,21 @@ class Context:
     smoke: bool = False   # `reproduce all --quick`: the CI-sized version where an experiment has one
     data_seeds: list[int] = field(default_factory=lambda: [0])  # [0] where the data are fixed
     overrides: list[str] = field(default_factory=list)  # diagnostic variants (e.g. float64)
+    epoch_policy: str = "caption"  # or "initial-stage": the last snapshot with loss > 70 %
+    analyze_replay: bool = True  # diagnostic variants skip the (slow) replay
+
+    @property
+    def replay(self) -> bool:
+        """Whether experiments compute the leading-order replay (not with --quick)."""
+        return self.analyze_replay and not self.quick
+
+    def epoch(self, run: Run, caption: int) -> int:
+        """The epoch at which a claim is measured: the caption's, or the initial-stage one."""
+        if self.epoch_policy == "caption":
+            return caption
+        from ..analysis import default_epoch
+
+        return default_epoch(run)
 
     def train(self, cfg: Config, tag: str, *extra: str) -> list[Run]:
         """Train `cfg` for every init seed as one batch per data seed; records go to OUT/runs/TAG[/dataD].

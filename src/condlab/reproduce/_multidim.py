@@ -52,7 +52,7 @@ def fig3(ctx: Context) -> ExperimentResult:
         bound = res.claim(f"fig3/{act}/bound", f"{act}: at most p = {lines} line(s) "
                           "(the paper's conjecture: at most 2p directions)", max_lines=lines)
         for run in runs:
-            report = analyze_layer(run, 0, 100, replay=not ctx.quick)
+            report = analyze_layer(run, 0, ctx.epoch(run, 100), replay=ctx.replay)
             _record_lines(claim, report, lines, run)
             _record_lines(bound, report, lines, run, at_most=True)
         W = runs[0].layer("layer1", 100)
@@ -76,7 +76,7 @@ def _fig4(ctx: Context, name: str) -> ExperimentResult:
         claim = res.claim(f"{name}/layer{k + 1}/{act}", f"hidden layer {k + 1} ({act}) condenses on "
                           f"{lines} line(s) at epoch {epoch}", lines=lines, epoch=epoch)
         for run in runs:
-            _record_lines(claim, analyze_layer(run, k, epoch, replay=not ctx.quick), lines, run)
+            _record_lines(claim, analyze_layer(run, k, ctx.epoch(run, epoch), replay=ctx.replay), lines, run)
         W = runs[0].layer(f"layer{k + 1}", epoch)
         panels.append((f"layer {k + 1}: {act}, epoch {epoch}", W, cosine_order(W)))
     ctx.save(res, cosine_panels(panels, suptitle=f"{name}: D(u, v) per hidden layer"), name)
@@ -119,7 +119,7 @@ def relu(ctx: Context) -> ExperimentResult:
                       "weights condense on 3 directions, two of them opposite",
                       directions=3, opposite_pairs=1)
     for run in runs:
-        o = analyze_layer(run, 0, 100).orientations
+        o = analyze_layer(run, 0, ctx.epoch(run, 100), predict=False).orientations
         pairs = sum(1 for line in o.lines
                     if sum(1 for d in o.directions if set(d.members) <= set(line.members)) == 2)
         outcome, reason = line_outcome(o, o.n_directions == 3 and pairs == 1,
@@ -144,7 +144,7 @@ def simple_target(ctx: Context) -> ExperimentResult:
     claim = res.claim("simple-target/x2tanh/layer1", "with the simpler target, x2tanh input "
                       "weights condense on fewer than 3 lines (the paper shows 2)", lines=2, fewer_than=3)
     for run in runs:
-        o = analyze_layer(run, 0, 100, predict=False).orientations
+        o = analyze_layer(run, 0, ctx.epoch(run, 100), predict=False).orientations
         outcome, reason = line_outcome(o, 1 <= o.n_lines < 3, f"{o.n_lines} lines (expected 1 or 2)")
         claim.record(outcome, run=run, reason=reason, lines=o.n_lines, directions=o.n_directions,
                      condensed_share=round(sum(c.share for c in o.lines), 3))

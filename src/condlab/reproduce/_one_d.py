@@ -28,11 +28,11 @@ def fig5(ctx: Context) -> ExperimentResult:
                        "leaving at least 10x more variance unexplained")
     fig, axes = panel_row(len(FIG5), 3.4, 3.6)
     for ax, letter, (act, p) in zip(axes, "abc", FIG5, strict=True):
-        runs = ctx.train(preset(_preset(act)), act, "train.snapshots=[0,1000]")
+        runs = ctx.train(preset(_preset(act)), act, "train.snapshots=every:50")
         claim = res.claim(f"fig5/{act}/output", f"{act}: the output at epoch 1000 is close to a "
                           f"polynomial of degree {p}", degree=p, max_unexplained=0.01)
         for run in runs:
-            analysis = analyze_run(run, 1000, predict=False)
+            analysis = analyze_run(run, ctx.epoch(run, 1000), predict=False)
             r2 = {f.degree: f.r2 for f in analysis.polyfits}
             ok = 1 - r2[p] <= 0.01 and (p == 1 or 1 - r2[p - 1] >= 10 * (1 - r2[p]))
             why = (f"1 - R² of degree {p} = {1 - r2[p]:.3g} > 0.01" if 1 - r2[p] > 0.01 else
@@ -61,7 +61,7 @@ def fig6(ctx: Context) -> ExperimentResult:
         neurons = res.claim(f"fig6/{act}/neurons", f"{act}: neurons condense on {p} line(s) that "
                             "lie on the field's stable lines", lines=p, max_angle_deg=10)
         for run in runs:
-            analysis = analyze_run(run, 200, predict=False)
+            analysis = analyze_run(run, ctx.epoch(run, 200), predict=False)
             stable = analysis.stable_lines if analysis.stable_lines is not None else np.zeros((0, 2))
             o = analysis.layers[0].orientations
             measured = np.array([c.mean for c in o.lines]).reshape(-1, 2)
