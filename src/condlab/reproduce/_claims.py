@@ -31,8 +31,11 @@ VERDICT_RULE = ("inconclusive if fewer than 1/2 of the (data, init) pairs are co
 MIN_ACTIVE = 10  # fewer active neurons: a line count means little (size rule at its floor of 2)
 
 
-def line_outcome(o: Any, ok: bool, what: str) -> tuple[bool | None, str]:
-    """(True/False/None for inconclusive, reason) of a line-count claim measured as Orientations o."""
+def line_outcome(o: Any, ok: bool, what: str, bound: bool = False) -> tuple[bool | None, str]:
+    """(True/False/None for inconclusive, reason) of a line-count claim measured as Orientations o.
+
+    bound=True: an upper-bound claim, which a layer with nothing condensed cannot test.
+    """
     m_active = o.params.get("m_active", 0)
     if m_active < MIN_ACTIVE:
         return None, f"only {m_active} active neurons (need {MIN_ACTIVE})"
@@ -44,6 +47,8 @@ def line_outcome(o: Any, ok: bool, what: str) -> tuple[bool | None, str]:
         amp = ",".join(str(n) for n in o.counts_by_amplitude.values())
         return None, f"count not stable: lines {band} over |cos| {min(o.counts_by_threshold):.2f}-" \
                      f"{max(o.counts_by_threshold):.2f}, {amp} over amplitude ratios"
+    if bound and o.n_lines == 0:
+        return None, "no condensed line: nothing to hold against the bound"
     return ok, "" if ok else what
 
 

@@ -30,6 +30,7 @@ class Context:
     overrides: list[str] = field(default_factory=list)  # diagnostic variants (e.g. float64)
     epoch_policy: str = "caption"  # or "initial-stage": the last snapshot with loss > 70 %
     analyze_replay: bool = True  # diagnostic variants skip the (slow) replay
+    epochs_factor: int = 1  # diagnostic variants that need longer training (GD at small init)
 
     @property
     def replay(self) -> bool:
@@ -54,6 +55,8 @@ class Context:
             folder = self.out / "runs" / tag / (f"data{d}" if len(self.data_seeds) > 1 else "")
             batch = cfg.with_overrides([f"train.seeds={self.seeds}", f"train.device={self.device}",
                                         *extra, f"data.seed={d}", *self.overrides])
+            if self.epochs_factor != 1:
+                batch = batch.with_overrides([f"train.epochs={batch.train.epochs * self.epochs_factor}"])
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 runs += list(train(batch, out=folder, progress=self.progress))

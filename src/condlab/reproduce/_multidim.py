@@ -29,7 +29,7 @@ def _record_lines(claim, report, expected: int, run, at_most: bool = False) -> N
     ok = o.n_lines <= expected if at_most else o.n_lines == expected
     word = "at most " if at_most else ""
     outcome, reason = line_outcome(o, ok, f"{o.n_lines} lines at |cos| >= "
-                                   f"{o.params['cos_threshold']:.2f} (expected {word}{expected})")
+                                   f"{o.params['cos_threshold']:.2f} (expected {word}{expected})", at_most)
     claim.record(outcome, run=run, reason=reason, lines=o.n_lines, directions=o.n_directions,
                  arcs=o.n_arcs,
                  lines_by_threshold={f"{t:.2f}": n for t, n in o.counts_by_threshold.items()},
