@@ -321,10 +321,20 @@ def _min_count(min_share: float, m_active: int) -> int:
     return max(2, math.ceil(min_share * m_active - 1e-9))  # 1e-9: 0.05 * 60 is 3.0000000000000004
 
 
-def _active(U_all: np.ndarray, amp: np.ndarray, cutoff: float) -> tuple[np.ndarray, np.ndarray]:
-    """Rows at or above cutoff (and non-zero) in canonical order, and the canonical unit rows."""
-    active = np.flatnonzero((amp >= cutoff) & (amp > 0))
-    order = active[_canonical_order(U_all[active], amp[active])]  # canonical index -> row of W
+def _ranked(U_all: np.ndarray, amp: np.ndarray) -> np.ndarray:
+    """Non-zero rows of W in canonical order (amplitude descending): canonical index -> row of W."""
+    nonzero = np.flatnonzero(amp > 0)
+    return nonzero[_canonical_order(U_all[nonzero], amp[nonzero])]
+
+
+def _active(U_all: np.ndarray, amp: np.ndarray, ranked: np.ndarray,
+            cutoff: float) -> tuple[np.ndarray, np.ndarray]:
+    """Rows at or above cutoff in canonical order, and their unit rows.
+
+    The canonical order sorts by amplitude first, so the active rows are a prefix of it and
+    every cutoff of the amplitude sweep reuses one sort.
+    """
+    order = ranked[: int(np.count_nonzero(amp[ranked] >= cutoff))]
     return order, U_all[order]
 
 
@@ -334,12 +344,15 @@ def _amplitude_reference(amp: np.ndarray) -> float:
     return float(np.quantile(positive, AMPLITUDE_QUANTILE)) if positive.size else 0.0
 
 
-def _amplitude_counts(U_all, amp, reference, amplitude_ratio, min_share, thr, chunk) -> dict:
+def _amplitude_counts(U_all, amp, ranked, reference, amplitude_ratio, min_share, thr, chunk, here) -> dict:
     """(lines, arcs) at cos_threshold for each amplitude ratio of the amplitude sweep."""
     out = {}
     for factor in AMPLITUDE_SWEEP:
         ratio = round(amplitude_ratio * factor, 10)
-        _, U = _active(U_all, amp, ratio * reference)
+        if factor == 1.0:
+            out[ratio] = here  # the caller's own count
+            continue
+        _, U = _active(U_all, amp, ranked, ratio * reference)
         lines, arcs = _structures(U, thr, _min_count(min_share, len(U)), chunk)
         out[ratio] = (len(lines), len(arcs))
     return out
@@ -369,7 +382,8 @@ def count_orientations(
     m = U_all.shape[0]
     reference = _amplitude_reference(amp)
     cutoff = amplitude_ratio * reference
-    order, U = _active(U_all, amp, cutoff)
+    ranked = _ranked(U_all, amp)
+    order, U = _active(U_all, amp, ranked, cutoff)
     # Zero rows have no orientation, so they are set aside even when amplitude_ratio = 0.
     negligible = np.setdiff1d(np.arange(m), order)
     min_count = _min_count(min_share, len(order))
@@ -377,7 +391,9 @@ def count_orientations(
     line_groups, arc_groups = _structures(U, cos_threshold, min_count, chunk)
     sweep_counts = _sweep_counts(U, cos_threshold, sweep, min_count, chunk)
     sweep_counts = dict(sorted({**sweep_counts, cos_threshold: (len(line_groups), len(arc_groups))}.items()))
-    by_amp = _amplitude_counts(U_all, amp, reference, amplitude_ratio, min_share, cos_threshold, chunk)
+    here = (len(line_groups), len(arc_groups))
+    by_amp = _amplitude_counts(U_all, amp, ranked, reference, amplitude_ratio, min_share, cos_threshold,
+                               chunk, here)
 
     lines, directions = _lines_and_directions(U, line_groups, min_count, order, m)
     arcs = [_to_rows(_line_cluster(U, g, mean_line(U[g]), m, width_deg(U[g])), order) for g in arc_groups]

@@ -29,8 +29,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import betainc
-from scipy.stats import binom
+from scipy.special import bdtrc, betainc
 
 GAP_MIN_DEG = 4.0
 GAP_MARGIN = 4.0
@@ -152,7 +151,7 @@ def chance_p(U: np.ndarray, m: int) -> float:
         return 1.0
     c = mean_line(U)
     r = np.sort(np.degrees(np.arccos(np.clip(np.abs(U @ c), 0.0, 1.0))))
-    P = cap_share(2 * np.maximum(r, R_MIN_DEG), k)
-    j = np.arange(1, n + 1)
-    p = m * binom.sf(j - 2, m - 1, P)
-    return float(min(1.0, p[1:].min()))
+    P = cap_share(2 * np.maximum(r[1:], R_MIN_DEG), k)  # j = 2..n members
+    j = np.arange(2, n + 1)
+    p = m * bdtrc(j - 2, m - 1, P)  # bdtrc(k, N, P) = Pr[Bin(N, P) > k] = Pr[>= j - 1]
+    return float(min(1.0, p.min()))
