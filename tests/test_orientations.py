@@ -8,7 +8,6 @@ optional isotropic rows. All seeds are fixed; tolerances are stated at each asse
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -268,14 +267,12 @@ def test_cosine_order_puts_each_cluster_contiguously():
     assert np.array_equal(order, cosine_order(W))  # computes the same clusters itself
 
 
-def test_large_layer_is_fast_and_exact():
+def test_large_layer_is_exact():
+    # Speed is shown by benchmarks, not asserted here (project rule: no timed unit tests).
     rng = np.random.default_rng(20_000)
     W, _, _ = planted(rng, random_lines(rng, 3, 6), 20_000, 3.0, True, 2_000)
-    t0 = time.perf_counter()
     o = count_orientations(W)
-    elapsed = time.perf_counter() - t0
     assert o.n_lines == 3 and o.n_directions == 6 and o.stable
-    assert elapsed < 3.0  # measured ~0.1 s; generous for a loaded machine
 
 
 def test_to_dict_round_trips_through_json():
