@@ -23,7 +23,7 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed
 
-demo: setup  ## the main job: reproduce the paper's Fig. 3 (5 seeds), with a verdict on each claim
+demo: setup  ## the main job: reproduce the paper's Fig. 3 (3 data draws x 3 init seeds), with a verdict on each claim
 	$(BIN)/condlab reproduce fig3
 
 demo-all: setup  ## every experiment of the documents, quick mode, with a summary table
