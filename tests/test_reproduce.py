@@ -119,7 +119,7 @@ def test_summary_table_markdown_and_csv(tmp_path):
     table = write_summary([a, b], tmp_path)
     assert "| e1 | e1/x | lines=1 | lines=[1] | 1/1/1 | holds | - | - |" in table
     assert "| e1 | e1/y | lines=1 | lines=[2] | 0/1/1 | fails | holds on 0 of 1 conclusive pairs; " \
-           "e.g. 2 lines | unexplained |" in table
+           "e.g. 2 lines | not diagnosed |" in table
     assert "NOT RUN" in table
     assert (tmp_path / "summary.csv").read_text().startswith("experiment,claim,expected")
 

@@ -290,12 +290,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         results = [reproduce(args.name, **options)]
         rows = summary_rows(results)
         width = max(len(r["claim"]) for r in rows)  # never empty: a skipped experiment has a row
+        vw = max(len(r["verdict"]) for r in rows)
         for r in rows:
-            print(f"{r['verdict']:<12} {r['claim']:<{width}}  expected {r['expected']:<28} "
+            print(f"{r['verdict']:<{vw}} {r['claim']:<{width}}  expected {r['expected']:<28} "
                   f"holds on {r['pairs']} (holds/conclusive/all pairs)")
             if r["reason"] != "-":
-                print(f"{'':<12} {'':<{width}}  why: {r['reason']}; explained by: {r['explained by']} "
-                      f"(variants tried: {r['tried']})")
+                print(f"{'':<{vw}} {'':<{width}}  why: {r['reason']}; explained by: {r['explained by']}"
+                      + (f" (variants tried: {r['tried']})" if r["tried"] != "-" else ""))
     if args.quick:
         print("--quick: few (data, init) pairs; these verdicts are PROVISIONAL")
     for result in results:

@@ -199,7 +199,8 @@ def summary_rows(results: list[ExperimentResult]) -> list[dict[str, str]]:
         for c in result.claims:
             main = next(iter(c.measured), None)
             verdict = c.verdict + (" (provisional)" if result.provisional else "")
-            explained = "-" if c.holds else (c.explained_by or "unexplained")
+            explained = "-" if c.holds else (c.explained_by or ("unexplained" if c.variants else
+                                                                 "not diagnosed"))
             rows.append({"experiment": result.experiment, "claim": c.id,
                          "expected": _compact(c.expected),
                          "measured": f"{main}={_compact(c.measured[main])}" if main else "-",
