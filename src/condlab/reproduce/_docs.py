@@ -46,7 +46,8 @@ def verdict_table(results: list[dict[str, Any]]) -> list[str]:
         for c in d.get("claims", []):
             n = c["counts"]
             pairs = f"{n['holds']}/{n['holds'] + n['fails']}/{sum(n.values())}"
-            explained = "-" if c["verdict"] == "holds" else (c.get("explained_by") or "unexplained")
+            explained = "-" if c["verdict"] == "holds" else (
+                c.get("explained_by") or ("unexplained" if c.get("variants") else "not diagnosed"))
             lines.append(f"| {d['experiment']} | {c['id']} | {pairs} | {c['verdict']} | "
                          f"{_cell(c['reason'] or '-')} | {explained} |")
     return lines
