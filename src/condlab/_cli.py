@@ -408,7 +408,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=_parse_seeds,
                    help="init seeds (default 3, or 1 with --quick; 5/2 where the data are fixed)")
     p.add_argument("--data-seeds", type=_parse_seeds, help="data draws (default 3, or 2 with --quick)")
-    p.add_argument("--quick", action="store_true", help="fewer seeds, no replay predictions, data subsets")
+    p.add_argument("--quick", action="store_true",
+                   help="fewer pairs, no replay or diagnostic variants, data subsets: provisional verdicts")
     p.add_argument("--out", help="output directory (default: a new runs/reproduce/DATE-TIME, with "
                    "runs/reproduce/latest pointing at it); an existing experiment folder is refused")
     p.add_argument("--overwrite", action="store_true",
