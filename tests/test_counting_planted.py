@@ -113,3 +113,15 @@ def test_cap_share_matches_simulation():
             sim = np.mean(np.abs(U[:, 0]) >= np.cos(np.radians(r)))
             assert abs(float(cap_share(np.array(r), k)) - sim) < 0.01
     assert abs(float(cap_share(np.array(18.0), 2)) - 0.2) < 1e-12  # 2r/pi on the circle
+
+
+def test_few_neurons_on_two_lines_are_not_joined():
+    # Fig. 4's layers have 18 neurons: two lines 40 deg apart, 9 rows each, 2 deg noise -> 2
+    # lines (few points cannot show an empty gap, so the band must be visibly filled); 10/10 seeds.
+    for seed in SEEDS:
+        rng = np.random.default_rng(seed)
+        Q = np.linalg.qr(rng.standard_normal((19, 2)))[0]
+        a = np.radians(40.0)
+        u, v = Q[:, 0], np.cos(a) * Q[:, 0] + np.sin(a) * Q[:, 1]
+        o = count_orientations(np.concatenate([_around(rng, u, 9, 2.0), _around(rng, v, 9, 2.0)]))
+        assert (o.n_lines, o.n_arcs) == (2, 0)

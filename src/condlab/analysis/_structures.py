@@ -6,8 +6,10 @@ A cap of angular radius arccos(cos_threshold) is only a first cut. Three questio
 * **Gap rule** (are two caps one line, or one cap two lines?). Project the members of two
   nearby clusters, each flipped to its centre's side, on the plane of the two centres and
   read their angles there; the clusters are *separate* only when the band between the two
-  centres holds an empty gap. Within one cluster, the members' angles along its principal
-  tangent axis are split at an empty gap the same way. An empty gap must be at least
+  centres holds an empty gap or its middle half holds fewer than MIN_FILL of the points
+  between the centres (few points cannot show a gap). Within one cluster, the members'
+  angles along its principal tangent axis are split at an empty gap the same way. An empty
+  gap must be at least
   ``max(GAP_MIN_DEG, span / (n + 1) * (ln(n + 1) + GAP_MARGIN))``: n points spread uniformly
   over `span` leave a largest gap of about span·ln(n)/n, and the margin puts the chance that
   a uniform arc shows such a gap below e^-GAP_MARGIN ≈ 2 %.
@@ -36,6 +38,7 @@ GAP_MARGIN = 4.0
 ARC_DEG = 20.0
 NULL_ALPHA = 0.01
 R_MIN_DEG = 1.0
+MIN_FILL = 0.25  # share of the band's points that its middle half must hold to join two caps
 MERGE_MAX_DEG = 60.0  # clusters farther apart than this are never tested for a common arc
 SPLIT_DEPTH = 8  # a group splits at most this many times
 
@@ -114,8 +117,13 @@ def joined_by_band(U: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
     e2 /= np.linalg.norm(e2)
     rows = np.concatenate([_aligned(U[a], ca), _aligned(U[b], cb)])
     phi = np.degrees(np.arctan2(rows @ e2, rows @ ca))
-    band = np.sort(np.concatenate([[0.0, alpha], phi[(phi > 0) & (phi < alpha)]]))
-    return float(np.diff(band).max()) < needed_gap(alpha, len(band) - 2)
+    inside = phi[(phi > 0) & (phi < alpha)]
+    band = np.sort(np.concatenate([[0.0, alpha], inside]))
+    # Few points cannot show an empty gap, so the band must also be visibly filled: its middle
+    # half holds at least a quarter of the points between the centres (half, if uniform).
+    middle = np.count_nonzero((inside > alpha / 4) & (inside < 3 * alpha / 4))
+    filled = middle >= max(2, MIN_FILL * len(inside))
+    return filled and float(np.diff(band).max()) < needed_gap(alpha, len(inside))
 
 
 def merge_by_band(U: np.ndarray, pieces: list[np.ndarray]) -> list[np.ndarray]:
