@@ -124,6 +124,7 @@ class Claim:
                 "reasons": self.reasons,
                 "counts": {k: counts.get(k, 0) for k in ("holds", "fails", "inconclusive")},
                 "share_of_conclusive": self.share, "verdict": self.verdict, "reason": self.reason,
+                "passed_per_seed": self.passed, "share": self.share,  # older readers: holds per pair
                 "holds": self.holds, "explained_by": self.explained_by, "variants": self.variants}
 
 
