@@ -5,7 +5,7 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN = $(VENV)/bin
 
-.PHONY: setup demo demo-all test test-slow bench lint clean
+.PHONY: setup demo demo-all docs test test-slow bench lint clean
 
 # pip's output (progress, warnings about ignored locations) goes to $(VENV)/pip.log, shown only
 # when a step fails: the first screen of `make demo` is the result, not the installation.
@@ -23,11 +23,15 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed
 
-demo: setup  ## the main job: reproduce the paper's Fig. 3 (5 seeds), with a verdict on each claim
+demo: setup  ## the main job: reproduce the paper's Fig. 3 (3 data draws x 3 init seeds), with a verdict on each claim
 	$(BIN)/condlab reproduce fig3
 
 demo-all: setup  ## every experiment of the documents, quick mode, with a summary table
 	$(BIN)/condlab reproduce all --quick
+
+docs: setup  ## every experiment with the default grid and diagnostics, then docs/reproduction.md from it
+	$(BIN)/condlab reproduce all
+	$(BIN)/python tools/make_docs.py runs/reproduce/latest
 
 test: setup  ## the default test suite (under ~10 minutes on 2 cores)
 	$(BIN)/pytest

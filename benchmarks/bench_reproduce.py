@@ -1,7 +1,7 @@
 """Wall time of the reproduction suite on this machine (targets: quick < 10 min, full < 30 min).
 
-    python benchmarks/bench_reproduce.py           # reproduce all --quick (2 seeds)
-    python benchmarks/bench_reproduce.py --full    # and the full suite with 5 seeds
+    python benchmarks/bench_reproduce.py           # reproduce all --quick (2 data draws x 1 init seed)
+    python benchmarks/bench_reproduce.py --full    # and the full suite (3 x 3 pairs, diagnostic variants)
 
 Real-data experiments run on what is there: MNIST falls back to the bundled digits, and Fig. 2
 is skipped without CIFAR-10 files (pass --data-dir to include them).
@@ -25,7 +25,7 @@ def run_suite(quick: bool, data_dir: str | None) -> None:
             held = sum(c.holds for c in result.claims)
             print(f"  {name:<14} {time.perf_counter() - start:7.1f} s   {result.status:<8} "
                   f"{held}/{len(result.claims)} claims hold")
-    label = "quick (2 seeds)" if quick else "full (5 seeds)"
+    label = "quick (2 x 1 pairs)" if quick else "full (3 x 3 pairs + variants)"
     print(f"{label}: {time.perf_counter() - total:.1f} s in total")
 
 

@@ -8,7 +8,6 @@ optional isotropic rows. All seeds are fixed; tolerances are stated at each asse
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -181,14 +180,29 @@ def test_tiny_chunks_give_the_direct_result():
     assert np.array_equal(a.scattered, b.scattered)
 
 
-def test_sweep_reports_an_unstable_count():
-    # Two lines 17 deg apart (|cos| = 0.956): one line below that threshold, two above.
+def test_gap_rule_separates_lines_closer_than_the_cap():
+    # Two lines 17 deg apart (|cos| = 0.956) with 0.3 deg noise: at 0.93-0.95 one cap holds
+    # both, but the band between them is empty, so the gap rule counts 2 at every threshold.
     u, v = np.array([1.0, 0, 0]), np.array([np.cos(np.radians(17)), np.sin(np.radians(17)), 0])
     W, _, _ = planted(np.random.default_rng(2), np.stack([u, v]), 100, 0.3, True)
     o = count_orientations(W)
-    assert o.counts_by_threshold == {0.93: 1, 0.94: 1, 0.95: 1, 0.96: 2, 0.97: 2}
-    assert not o.stable
+    assert o.counts_by_threshold == {0.93: 2, 0.94: 2, 0.95: 2, 0.96: 2, 0.97: 2}
+    assert o.stable and o.n_arcs == 0
     assert o.params["sweep_thresholds"] == [0.93, 0.94, 0.95, 0.96, 0.97]
+
+
+def test_amplitude_sweep_reports_an_unstable_count():
+    # Line B's neurons sit at 0.15 x the reference amplitude: active at ratios 0.05 and 0.1,
+    # set aside at 0.2, so the count is 2, 2, 1 over the amplitude sweep and not stable.
+    rng = np.random.default_rng(21)
+    L = random_lines(rng, 2, 4)
+    W, label, _ = planted(rng, L, 100, 2.0, True)
+    W /= np.linalg.norm(W, axis=1, keepdims=True)
+    W[label == 1] *= 0.15
+    keep = (label == 0) | (np.cumsum(label == 1) <= 12)
+    o = count_orientations(W[keep])
+    assert o.counts_by_amplitude == {0.05: 2, 0.1: 2, 0.2: 1}
+    assert not o.stable
 
 
 def test_cosine_matrix_matches_direct_computation_and_marks_zero_rows():
@@ -252,14 +266,12 @@ def test_cosine_order_puts_each_cluster_contiguously():
     assert np.array_equal(order, cosine_order(W))  # computes the same clusters itself
 
 
-def test_large_layer_is_fast_and_exact():
+def test_large_layer_is_exact():
+    # Speed is shown by benchmarks, not asserted here (project rule: no timed unit tests).
     rng = np.random.default_rng(20_000)
     W, _, _ = planted(rng, random_lines(rng, 3, 6), 20_000, 3.0, True, 2_000)
-    t0 = time.perf_counter()
     o = count_orientations(W)
-    elapsed = time.perf_counter() - t0
     assert o.n_lines == 3 and o.n_directions == 6 and o.stable
-    assert elapsed < 3.0  # measured ~0.1 s; generous for a loaded machine
 
 
 def test_to_dict_round_trips_through_json():

@@ -26,27 +26,50 @@ def test_unknown_experiment_is_a_one_line_error(capsys):
 
 
 def test_claims_json_schema(tmp_path):
-    reproduce("simple-target", seeds=[0, 1], quick=True, out=tmp_path)
+    reproduce("simple-target", seeds=[0], data_seeds=[0, 1], quick=True, out=tmp_path)
     data = json.loads((tmp_path / "simple-target" / "claims.json").read_text())
-    for key in ("experiment", "seeds", "claims", "all_hold", "required_share", "counting_thresholds",
-                "settings", "choices", "figures", "provenance"):
+    for key in ("experiment", "seeds", "init_seeds", "data_seeds", "claims", "all_hold", "verdict_rule",
+                "provisional", "counting_thresholds", "settings", "choices", "figures", "provenance"):
         assert key in data, key
-    assert data["seeds"] == [0, 1] and data["counting_thresholds"]["cos_threshold"] == 0.95
+    assert data["init_seeds"] == [0] and data["data_seeds"] == [0, 1] and data["provisional"]
+    assert data["counting_thresholds"]["cos_threshold"] == 0.95
     (claim,) = data["claims"]
-    assert set(claim) >= {"id", "statement", "expected", "measured", "holds"}
-    assert len(claim["measured"]["lines"]) == 2 and len(claim["passed_per_seed"]) == 2
-    assert claim["holds"] == (sum(claim["passed_per_seed"]) / 2 >= data["required_share"])
+    assert set(claim) >= {"id", "statement", "expected", "measured", "pairs", "outcomes", "reasons",
+                          "verdict", "reason", "explained_by", "variants"}
+    assert claim["pairs"] == [[0, 0], [1, 0]]
+    assert len(claim["measured"]["lines"]) == 2 and len(claim["outcomes"]) == 2
+    assert claim["verdict"] in ("holds", "fails", "inconclusive")
+    assert all(bool(r) == (o != "holds") for o, r in zip(claim["outcomes"], claim["reasons"], strict=True))
     assert (tmp_path / "simple-target" / "simple-target.png").is_file()
-    assert (tmp_path / "simple-target" / "runs" / "x2tanh" / "seed1" / "meta.json").is_file()
+    assert (tmp_path / "simple-target" / "runs" / "x2tanh" / "data1" / "seed0" / "meta.json").is_file()
 
 
-def test_a_claim_holds_on_the_stated_share_of_seeds():
+@pytest.mark.parametrize("outcomes,verdict", [
+    ([True, True, False], "holds"),            # 2/3 of the conclusive pairs
+    ([True, False, False], "fails"),           # 1/3
+    ([True, True, False, False], "inconclusive"),  # 1/2: depends on the draw
+    ([True, None, None], "inconclusive"),      # fewer than half conclusive
+    ([True, True, None], "holds"),
+    ([], "inconclusive"),
+])
+def test_verdict_rule_fixed_in_advance(outcomes, verdict):
     claim = Claim("x", "s", {"lines": 1})
-    for ok in (True, False, False):
-        claim.record(ok, lines=1 if ok else 2)
-    assert not claim.holds and claim.share == pytest.approx(1 / 3)
-    claim.record(True, lines=1)
-    assert claim.holds and claim.measured["lines"] == [1, 2, 2, 1]
+    for i, ok in enumerate(outcomes):
+        claim.record(ok, pair=(0, i), reason="" if ok else "why", lines=1)
+    assert claim.verdict == verdict
+    assert (claim.reason == "") == (verdict == "holds")
+
+
+def test_a_claim_records_pairs_and_reasons():
+    claim = Claim("x", "s", {"lines": 1})
+    claim.record(True, pair=(0, 0), lines=1)
+    claim.record(False, pair=(1, 0), reason="2 lines (expected 1)", lines=2)
+    claim.record(None, pair=(2, 0), reason="count not stable", lines=3)
+    d = claim.to_dict()
+    assert d["pairs"] == [[0, 0], [1, 0], [2, 0]] and d["measured"]["lines"] == [1, 2, 3]
+    assert d["outcomes"] == ["holds", "fails", "inconclusive"]
+    assert d["counts"] == {"holds": 1, "fails": 1, "inconclusive": 1}
+    assert d["verdict"] == "inconclusive" and "1 of 2 conclusive" in d["reason"]
 
 
 def test_mnist_runs_on_idx_files(tmp_path):
@@ -90,9 +113,37 @@ def test_fig2_without_cifar_is_not_run_and_says_what_is_missing(tmp_path, monkey
 
 def test_summary_table_markdown_and_csv(tmp_path):
     a = ExperimentResult("e1", "src", [0])
-    a.claim("e1/x", "x", lines=1).record(True, lines=1)
+    a.claim("e1/x", "x", lines=1).record(True, pair=(0, 0), lines=1)
+    a.claim("e1/y", "y", lines=1).record(False, pair=(0, 0), reason="2 lines", lines=2)
     b = ExperimentResult("e2", "src", [0], status="not run", notes=["NOT RUN: no files"])
     table = write_summary([a, b], tmp_path)
-    assert "| e1 | e1/x | lines=1 | lines=[1] | 1/1 | holds |" in table
+    assert "| e1 | e1/x | lines=1 | lines=[1] | 1/1/1 | holds | - | - |" in table
+    assert "| e1 | e1/y | lines=1 | lines=[2] | 0/1/1 | fails | holds on 0 of 1 conclusive pairs; " \
+           "e.g. 2 lines | not diagnosed |" in table
     assert "NOT RUN" in table
     assert (tmp_path / "summary.csv").read_text().startswith("experiment,claim,expected")
+
+
+def test_a_failing_claim_is_explained_by_the_variant_that_restores_it(tmp_path):
+    from condlab.reproduce import Context, Experiment
+    from condlab.reproduce._diagnose import diagnose_result
+
+    def run(ctx):  # holds only when trained in float64 (a stand-in for a real experiment)
+        res = ExperimentResult("toy", "src", ctx.seeds)
+        claim = res.claim("toy/x", "x", lines=1)
+        for d in ctx.data_seeds:
+            ok = "train.dtype=float64" in ctx.overrides
+            claim.record(ok, pair=(d, 0), reason="2 lines (expected 1)", lines=1 if ok else 2)
+        return res
+
+    experiment = Experiment("toy", "src", "toy", run)
+    ctx = Context([0], out=tmp_path, data_seeds=[0, 1, 2])
+    result = run(ctx)
+    diagnose_result(experiment, ctx, result)
+    (claim,) = result.claims
+    assert claim.verdict == "fails" and claim.explained_by == "float64"
+    tried = [v["variant"] for v in claim.variants]
+    assert tried == ["gd", "initial-stage", "data-draws", "float64"]  # no eps warning: no eps variant
+    assert [v["verdict"] for v in claim.variants] == ["fails", "fails", "fails", "holds"]
+    row = write_summary([result], tmp_path).splitlines()[-1]
+    assert row.endswith("| float64 |")

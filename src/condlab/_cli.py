@@ -251,7 +251,7 @@ def _print_analysis(analysis, out: Path, figures: list[Path]) -> None:
         o = r.orientations
         shares = " ".join(f"{c.share:.2f}" for c in o.lines[:5]) + (" ..." if len(o.lines) > 5 else "")
         p = "-" if r.p is None else str(r.p)
-        bound = "-" if r.p is None else f"{r.p}/{2 * r.p}"
+        bound = "-" if r.p is None else f"{r.p}/{2 * r.p}" + ("!" if r.within_bound is False else "")
         cells = []
         for k in keys:
             angles = r.angles.get(k)
@@ -259,6 +259,11 @@ def _print_analysis(analysis, out: Path, figures: list[Path]) -> None:
         print(f"  {r.layer:<7} {r.activation:<10} {p:>2} {bound:>5} {o.n_lines:>5} "
               f"{o.n_directions:>4} {'yes' if o.stable else 'no':>6}  {shares:<22}"
               + "".join(cells) + f"  {r.best or '-'}")
+        if r.within_bound is False:
+            print(f"          BOUND VIOLATED: {o.n_lines} lines > p = {r.p} (Proposition 1)")
+        if o.n_arcs:
+            print(f"          {o.n_arcs} arc(s) of neurons (a continuous band, not lines): widths "
+                  + ", ".join(f"{c.width_deg:.0f}°" for c in o.arcs))
         if r.note:
             print(f"          note: {r.note}")
     print("  bound: p lines / 2p directions; angles: mean over measured lines of the angle "
@@ -296,7 +301,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     names = list(EXPERIMENTS) if args.name == "all" else [args.name]
     out, stamped = reproduce_out(args.out, names, args.overwrite)  # never replaces earlier results
     options = dict(seeds=args.seeds, quick=args.quick, out=out, device=args.device,
-                   data_dir=args.data_dir, progress=sys.stderr.isatty())
+                   data_dir=args.data_dir, progress=sys.stderr.isatty(), data_seeds=args.data_seeds)
     if args.name == "all":
         results, table = reproduce_all(**options)
         print(table)
@@ -305,9 +310,15 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         results = [reproduce(args.name, **options)]
         rows = summary_rows(results)
         width = max(len(r["claim"]) for r in rows)  # never empty: a skipped experiment has a row
+        vw = max(len(r["verdict"]) for r in rows)
         for r in rows:
-            print(f"{r['verdict']:<6} {r['claim']:<{width}}  expected {r['expected']:<28} "
-                  f"measured {r['measured']} ({r['share']} seeds)")
+            print(f"{r['verdict']:<{vw}} {r['claim']:<{width}}  expected {r['expected']:<28} "
+                  f"holds on {r['pairs']} (holds/conclusive/all pairs)")
+            if r["reason"] != "-":
+                print(f"{'':<{vw}} {'':<{width}}  why: {r['reason']}; explained by: {r['explained by']}"
+                      + (f" (variants tried: {r['tried']})" if r["tried"] != "-" else ""))
+    if args.quick:
+        print("--quick: few (data, init) pairs; these verdicts are PROVISIONAL")
     for result in results:
         for note in result.notes:
             print(f"note ({result.experiment}): {note}")
@@ -386,7 +397,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-replay", action="store_true", help="skip the leading-order replay prediction")
     p.add_argument("--cos-threshold", type=float, help="|cos| to join a line (default 0.95)")
     p.add_argument("--amplitude-ratio", type=float,
-                   help="set aside neurons below this fraction of the largest amplitude (default 0.1)")
+                   help="set aside neurons below this fraction of the 90th-percentile amplitude "
+                        "(default 0.1)")
     p.add_argument("--min-share", type=float, help="smallest share of a condensed line (default 0.05)")
     p.set_defaults(func=cmd_analyze)
 
@@ -413,8 +425,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="reproduce an experiment of the papers, with a verdict on each claim")
     p.add_argument("name", nargs="?", help="experiment name (see --list) or all")
     p.add_argument("--list", action="store_true", help="list the experiments")
-    p.add_argument("--seeds", type=_parse_seeds, help="seeds (default 5, or 2 with --quick)")
-    p.add_argument("--quick", action="store_true", help="fewer seeds, no replay predictions, data subsets")
+    p.add_argument("--seeds", type=_parse_seeds,
+                   help="init seeds (default 3, or 1 with --quick; 5/2 where the data are fixed)")
+    p.add_argument("--data-seeds", type=_parse_seeds, help="data draws (default 3, or 2 with --quick)")
+    p.add_argument("--quick", action="store_true",
+                   help="fewer pairs, no replay or diagnostic variants, data subsets: provisional verdicts")
     p.add_argument("--out", help="output directory (default: a new runs/reproduce/DATE-TIME, with "
                    "runs/reproduce/latest pointing at it); an existing experiment folder is refused")
     p.add_argument("--overwrite", action="store_true",

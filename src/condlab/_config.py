@@ -47,7 +47,7 @@ class DataConfig:
     # "sine_sum": sum_k amplitude*sin(frequency*x_k + phase) (Fig. 3, Fig. 4);
     # "fig5": sin(3x) + sin(6x)/2 (1-D, Figs. 5-6); anything else: an expression in
     # x1..xd (or x when d = 1), e.g. "x1**2 - sin(x2)".
-    target: str = "sine_sum"
+    target: str | list[str] = "sine_sum"  # a list: one expression per output (model.d_out)
     amplitude: float = 3.5
     frequency: float = 5.0
     phase: float = 1.0
@@ -282,8 +282,10 @@ def validate(cfg: Config) -> Config:
            f"data.source='{d.source}' is not accepted: choose one of {', '.join(SOURCES)}")
     _check(d.limit >= 0, f"data.limit={d.limit} is not accepted: it must be >= 0 (0 = all)")
     _check(d.high > d.low, f"data.low={d.low}, data.high={d.high}: need low < high")
-    problem = target_problem(d.target, d.d) if d.source == "synthetic" else None
-    _check(problem is None, str(problem))
+    if d.source == "synthetic":  # one target, or one expression per output
+        for target in d.target if isinstance(d.target, list) else [d.target]:
+            problem = target_problem(target, d.d)
+            _check(problem is None, str(problem))
     archs = _architecture_names(m.arch)
     _check(m.arch in archs, f"model.arch='{m.arch}' is not accepted: choose one of {', '.join(archs)}")
     _check(len(m.activations) in (1, m.depth),

@@ -46,7 +46,9 @@ def _randomized(cfg: DataConfig, rng: np.random.Generator) -> DataConfig:
 
 
 def target_values(cfg: DataConfig, x: np.ndarray) -> np.ndarray:
-    """Evaluate the target on x (n, d) -> (n, 1), float64."""
+    """Evaluate the target on x (n, d) -> (n, 1), float64; a list of targets -> (n, len(list))."""
+    if isinstance(cfg.target, list):  # one output per expression (d_out > 1)
+        return np.concatenate([target_values(replace(cfg, target=t), x) for t in cfg.target], axis=1)
     if cfg.target == "sine_sum":
         return (cfg.amplitude * np.sin(cfg.frequency * x + cfg.phase)).sum(1, keepdims=True)
     if cfg.target == "fig5":

@@ -13,10 +13,11 @@ from ._orientations import Cluster, Orientations, cosine_order, count_orientatio
 from ._rank import ModelRank, RankTrace, model_rank, rank_over_snapshots
 from ._report import LayerReport, analyze_layer, default_epoch
 from ._run import RunAnalysis, analyze_run
-from ._theory import Prediction, line_angles, predict_lines
+from ._theory import Prediction, effective_residual, line_angles, output_direction, predict_lines
 
 __all__ = [
     "Cluster", "LayerReport", "ModelRank", "Orientations", "Prediction", "RankTrace", "RunAnalysis",
     "analyze_layer", "analyze_run", "cosine_matrix", "cosine_order", "count_orientations",
-    "default_epoch", "line_angles", "model_rank", "predict_lines", "rank_over_snapshots",
+    "default_epoch", "effective_residual", "line_angles", "model_rank", "output_direction",
+    "predict_lines", "rank_over_snapshots",
 ]

@@ -10,9 +10,10 @@ Conventions (used throughout condlab.analysis):
 
 Method (deterministic; no m×m matrix; time O(m · c · k) for c candidate centres):
 
-1. Neurons with amplitude < amplitude_ratio × (largest amplitude) are `negligible`,
-   as in the two-layer ReLU paper, which drops tiny neurons before drawing the map.
-   Zero rows are always negligible (they have no orientation).
+1. Neurons with amplitude < amplitude_ratio × (the 90th percentile of the non-zero
+   amplitudes) are `negligible`, as in the two-layer ReLU paper, which drops tiny neurons
+   before drawing the map. The percentile, not the maximum: one giant neuron must not set
+   every other neuron aside. Zero rows are always negligible (they have no orientation).
 2. The other rows, as unit vectors, are put in a canonical order: amplitude
    descending, ties by the row values. Everything below runs in that order, so a
    permutation of W permutes the result and changes no count.
@@ -28,14 +29,20 @@ Method (deterministic; no m×m matrix; time O(m · c · k) for c candidate centr
    leader pass over the centres, largest cluster first. No chaining: surviving
    centres stay pairwise below the threshold and a cluster is a cap of angular radius
    arccos(cos_threshold), so isotropic rows cannot pile up into one big cluster.
-5. A cluster is *condensed* when it holds at least max(2, ceil(min_share × m_active))
-   members; other active rows are `scattered`. min_share = 0 switches the size rule
+5. Caps are joined when the band between their centres has no empty gap and cut where
+   their members leave one (the *gap rule*); a group wider than ARC_DEG along its main
+   axis is an *arc*, reported in `arcs`, not as lines (analysis/_structures.py).
+   A group is *condensed* when it holds at least max(2, ceil(min_share × m_active))
+   members and is tighter than isotropic rows of the same m and k would make it by
+   chance (the null model of _structures.py, level NULL_ALPHA = 0.01); other active rows
+   are `scattered`. min_share = 0 switches the size rule
    off, so every cluster counts, singletons too (e.g. m ≤ k orthogonal rows give m
    lines); that is how to list every orientation rather than the condensed ones.
    Each condensed line splits by the sign of cos to its mean into up to two
    directions, which are condensed under the same size rule.
-6. The line count is repeated at cos_threshold + each offset in `sweep`;
-   `stable` says whether it stayed the same.
+6. The line and arc counts are repeated at cos_threshold + each offset in `sweep` and at
+   amplitude_ratio × each factor of AMPLITUDE_SWEEP (0.5, 1, 2); `stable` says whether
+   they all stayed the same.
 
 Defaults, measured with benchmarks/threshold_sweep.py (1-4 planted lines ≥ 30° apart,
 random signs, angular noise sigma·|N(0,1)|, m = 200, k = 2..10, with and without 20%
@@ -68,9 +75,20 @@ import numpy as np
 import scipy.sparse as sp
 
 from condlab.analysis._cosine import DEFAULT_CHUNK, leaders, nearest_line, unit_rows
+from condlab.analysis._structures import (
+    ARC_DEG,
+    NULL_ALPHA,
+    chance_p,
+    mean_line,
+    merge_by_band,
+    split_by_gap,
+    width_deg,
+)
 
 COS_THRESHOLD = 0.95
 AMPLITUDE_RATIO = 0.1
+AMPLITUDE_QUANTILE = 0.9  # the reference amplitude: robust to a few giant neurons
+AMPLITUDE_SWEEP = (0.5, 1.0, 2.0)  # amplitude_ratio times these, for `stable`
 MIN_SHARE = 0.05
 SWEEP = (-0.02, -0.01, 0.0, 0.01, 0.02)
 MAX_ITER = 30  # refinement rounds; a fixed point is usually reached in 2-4
@@ -85,6 +103,7 @@ class Cluster:
     mean: np.ndarray
     share: float
     tightness: float
+    width_deg: float = 0.0  # 5-95 % angular span along the principal axis (arcs only)
 
     def to_dict(self) -> dict:
         return {
@@ -92,6 +111,7 @@ class Cluster:
             "mean": [float(x) for x in self.mean],
             "share": float(self.share),
             "tightness": float(self.tightness),
+            "width_deg": float(self.width_deg),
         }
 
 
@@ -108,6 +128,13 @@ class Orientations:
     counts_by_threshold: dict[float, int]
     stable: bool
     params: dict = field(default_factory=dict)
+    arcs: tuple[Cluster, ...] = ()  # continuous bands of neurons, neither one line nor several
+    arcs_by_threshold: dict[float, int] = field(default_factory=dict)
+    counts_by_amplitude: dict[float, int] = field(default_factory=dict)
+
+    @property
+    def n_arcs(self) -> int:
+        return len(self.arcs)
 
     def to_dict(self) -> dict:
         """JSON-serializable form (lists, floats); threshold keys become strings."""
@@ -119,6 +146,10 @@ class Orientations:
             "scattered": [int(i) for i in self.scattered],
             "negligible": [int(i) for i in self.negligible],
             "counts_by_threshold": {repr(float(t)): int(n) for t, n in self.counts_by_threshold.items()},
+            "n_arcs": self.n_arcs,
+            "arcs": [c.to_dict() for c in self.arcs],
+            "arcs_by_threshold": {repr(float(t)): int(n) for t, n in self.arcs_by_threshold.items()},
+            "counts_by_amplitude": {repr(float(r)): int(n) for r, n in self.counts_by_amplitude.items()},
             "stable": bool(self.stable),
             "params": dict(self.params),  # built from plain Python values
         }
@@ -145,7 +176,9 @@ def _seed_centres(U: np.ndarray, thr: float, min_count: int, chunk: int) -> np.n
         # Even spread over the canonical (amplitude) order: deterministic, order-free.
         sample = U[np.unique(np.linspace(0, n - 1, SEED_ROWS).round().astype(np.int64))]
     lead = leaders(sample, thr, chunk)
-    sizes = np.bincount(_assign(sample, sample[lead], thr, chunk), minlength=len(lead))
+    joined = _assign(sample, sample[lead], thr, chunk)
+    # At |cos| thresholds near 1 rounding can leave even a leader outside its own cap (-1).
+    sizes = np.bincount(joined[joined >= 0], minlength=len(lead))
     # Half the size rule, scaled to the sample, so that sampling noise cannot drop a
     # condensed line; clusters that stay too small are filtered out at the end anyway.
     need = 1 if min_count == 1 else max(2, (min_count * sample.shape[0]) // (2 * n))
@@ -203,35 +236,49 @@ def _canonical_order(U: np.ndarray, amp: np.ndarray) -> np.ndarray:
     return order
 
 
-def _make_cluster(U: np.ndarray, members: np.ndarray, mean: np.ndarray, m: int) -> Cluster:
+def _make_cluster(U: np.ndarray, members: np.ndarray, mean: np.ndarray, m: int,
+                  width: float = 0.0) -> Cluster:
     tight = float(np.abs(U[members] @ mean).mean())
-    return Cluster(members=members, mean=mean, share=len(members) / m, tightness=tight)
+    return Cluster(members=members, mean=mean, share=len(members) / m, tightness=tight, width_deg=width)
 
 
-def _line_cluster(U: np.ndarray, members: np.ndarray, centre: np.ndarray, m: int) -> Cluster:
+def _line_cluster(U: np.ndarray, members: np.ndarray, centre: np.ndarray, m: int,
+                  width: float = 0.0) -> Cluster:
     flip = np.sign(U[members] @ centre)
     mean = _normalize(flip @ U[members][None])[0]
     mean *= np.sign(mean[np.argmax(np.abs(mean))])  # largest-|.| component positive
-    return _make_cluster(U, members, mean, m)
+    return _make_cluster(U, members, mean, m, width)
 
 
 def _to_rows(c: Cluster, order: np.ndarray) -> Cluster:
     """Same cluster with members as sorted row indices of W instead of canonical positions."""
-    return Cluster(np.sort(order[c.members]), c.mean, c.share, c.tightness)
+    return Cluster(np.sort(order[c.members]), c.mean, c.share, c.tightness, c.width_deg)
 
 
-def _condensed(labels: np.ndarray, min_count: int) -> list[np.ndarray]:
-    """Members of each label with >= min_count of them, largest first (ties: lower label)."""
+def _structures(
+    U: np.ndarray, thr: float, min_count: int, chunk: int
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Condensed lines and arcs of canonical U (n, k) at thr: member positions, largest first.
+
+    Caps from `_cluster_lines` are joined or cut by the gap rule, then kept when they pass
+    the size rule and (unless singletons count) the null model; see `_structures`.
+    """
+    labels = _cluster_lines(U, thr, min_count, chunk)[0]
     sizes = np.bincount(labels[labels >= 0]) if np.any(labels >= 0) else np.zeros(0, np.int64)
-    big = np.flatnonzero(sizes >= min_count)
-    big = big[np.argsort(-sizes[big], kind="stable")]
-    return [np.flatnonzero(labels == b) for b in big]
+    piece_min = 1 if min_count == 1 else max(2, (min_count + 1) // 2)
+    groups = [np.flatnonzero(labels == b) for b in np.flatnonzero(sizes >= piece_min)]
+    if min_count > 1:  # singletons are orientations of their own: nothing to join or cut
+        groups = [part for g in merge_by_band(U, groups) for part in split_by_gap(U, g, piece_min)]
+        groups = [g for g in groups if len(g) >= min_count and chance_p(U[g], len(U)) <= NULL_ALPHA]
+    else:
+        groups = [g for g in groups if len(g) >= min_count]
+    groups.sort(key=lambda g: (-len(g), int(g[0])))
+    arcs = [g for g in groups if min_count > 1 and width_deg(U[g]) >= ARC_DEG]
+    return [g for g in groups if not any(g is a for a in arcs)], arcs
 
 
 def _lines_and_directions(
     U: np.ndarray,
-    labels: np.ndarray,
-    centres: np.ndarray,
     groups: list[np.ndarray],
     min_count: int,
     order: np.ndarray,
@@ -243,7 +290,7 @@ def _lines_and_directions(
     """
     lines, directions = [], []
     for g in groups:
-        line = _line_cluster(U, g, centres[labels[g[0]]], m)
+        line = _line_cluster(U, g, mean_line(U[g]), m)
         lines.append(line)
         side = U[g] @ line.mean
         for part in (g[side > 0], g[side < 0]):
@@ -256,20 +303,59 @@ def _lines_and_directions(
 
 def _sweep_counts(
     U: np.ndarray, cos_threshold: float, sweep: tuple[float, ...], min_count: int, chunk: int
-) -> dict[float, int]:
-    """n_lines at cos_threshold + each offset, except at cos_threshold itself (done by the caller)."""
+) -> dict[float, tuple[int, int]]:
+    """(lines, arcs) at cos_threshold + each offset, except at cos_threshold itself (done by the caller)."""
     # Rounding keeps keys like 0.93 instead of 0.9299999999999999; the floor keeps sign() defined.
-    thresholds = {round(min(1.0, max(0.01, cos_threshold + d)), 10) for d in sweep}
-    return {
-        t: len(_condensed(_cluster_lines(U, t, min_count, chunk)[0], min_count))
-        for t in sorted(thresholds - {round(cos_threshold, 10)})
-    }
+    # The ceiling 1 - 1e-9: at |cos| >= 1 nothing but exact duplicates could join a line.
+    thresholds = {round(min(1.0 - 1e-9, max(0.01, cos_threshold + d)), 10) for d in sweep}
+    out = {}
+    for t in sorted(thresholds - {round(cos_threshold, 10)}):
+        lines, arcs = _structures(U, t, min_count, chunk)
+        out[t] = (len(lines), len(arcs))
+    return out
 
 
 def _min_count(min_share: float, m_active: int) -> int:
     if min_share == 0:
         return 1  # size rule off: every cluster counts, singletons too
     return max(2, math.ceil(min_share * m_active - 1e-9))  # 1e-9: 0.05 * 60 is 3.0000000000000004
+
+
+def _ranked(U_all: np.ndarray, amp: np.ndarray) -> np.ndarray:
+    """Non-zero rows of W in canonical order (amplitude descending): canonical index -> row of W."""
+    nonzero = np.flatnonzero(amp > 0)
+    return nonzero[_canonical_order(U_all[nonzero], amp[nonzero])]
+
+
+def _active(U_all: np.ndarray, amp: np.ndarray, ranked: np.ndarray,
+            cutoff: float) -> tuple[np.ndarray, np.ndarray]:
+    """Rows at or above cutoff in canonical order, and their unit rows.
+
+    The canonical order sorts by amplitude first, so the active rows are a prefix of it and
+    every cutoff of the amplitude sweep reuses one sort.
+    """
+    order = ranked[: int(np.count_nonzero(amp[ranked] >= cutoff))]
+    return order, U_all[order]
+
+
+def _amplitude_reference(amp: np.ndarray) -> float:
+    """A high quantile of the non-zero amplitudes: one giant neuron cannot move it."""
+    positive = amp[amp > 0]
+    return float(np.quantile(positive, AMPLITUDE_QUANTILE)) if positive.size else 0.0
+
+
+def _amplitude_counts(U_all, amp, ranked, reference, amplitude_ratio, min_share, thr, chunk, here) -> dict:
+    """(lines, arcs) at cos_threshold for each amplitude ratio of the amplitude sweep."""
+    out = {}
+    for factor in AMPLITUDE_SWEEP:
+        ratio = round(amplitude_ratio * factor, 10)
+        if factor == 1.0:
+            out[ratio] = here  # the caller's own count
+            continue
+        _, U = _active(U_all, amp, ranked, ratio * reference)
+        lines, arcs = _structures(U, thr, _min_count(min_share, len(U)), chunk)
+        out[ratio] = (len(lines), len(arcs))
+    return out
 
 
 def count_orientations(
@@ -281,39 +367,53 @@ def count_orientations(
     sweep: tuple[float, ...] = SWEEP,
     chunk: int = DEFAULT_CHUNK,
 ) -> Orientations:
-    """Condensed lines and directions of W (m, k) by clustering eq. 5 cosines; see module docstring.
+    """Condensed lines, arcs and directions of W (m, k) by clustering eq. 5 cosines; see module docstring.
 
-    `sweep` holds offsets added to cos_threshold (results clipped to [0.01, 1]).
+    `sweep` holds offsets added to cos_threshold (results clipped to [0.01, 1 - 1e-9]);
+    amplitude_ratio is swept over AMPLITUDE_SWEEP times its value.
     """
     if not 0 < cos_threshold <= 1:
         raise ValueError(f"cos_threshold must be in (0, 1], got {cos_threshold}")
+    if amplitude_ratio < 0:
+        raise ValueError(f"amplitude_ratio must be >= 0, got {amplitude_ratio}")
     U_all, amp = unit_rows(W)
     if not np.all(np.isfinite(amp)):
         raise ValueError("W has non-finite entries")
     m = U_all.shape[0]
-    cutoff = amplitude_ratio * float(amp.max()) if m else 0.0
+    reference = _amplitude_reference(amp)
+    cutoff = amplitude_ratio * reference
+    ranked = _ranked(U_all, amp)
+    order, U = _active(U_all, amp, ranked, cutoff)
     # Zero rows have no orientation, so they are set aside even when amplitude_ratio = 0.
-    negligible = np.flatnonzero((amp < cutoff) | (amp == 0))
-    active = np.flatnonzero((amp >= cutoff) & (amp > 0))
-    order = active[_canonical_order(U_all[active], amp[active])]  # canonical index -> row of W
-    U = U_all[order]
+    negligible = np.setdiff1d(np.arange(m), order)
     min_count = _min_count(min_share, len(order))
 
-    labels, centres = _cluster_lines(U, cos_threshold, min_count, chunk)
-    groups = _condensed(labels, min_count)
-    counts = _sweep_counts(U, cos_threshold, sweep, min_count, chunk)
-    counts = dict(sorted({**counts, cos_threshold: len(groups)}.items()))
+    line_groups, arc_groups = _structures(U, cos_threshold, min_count, chunk)
+    sweep_counts = _sweep_counts(U, cos_threshold, sweep, min_count, chunk)
+    sweep_counts = dict(sorted({**sweep_counts, cos_threshold: (len(line_groups), len(arc_groups))}.items()))
+    here = (len(line_groups), len(arc_groups))
+    by_amp = _amplitude_counts(U_all, amp, ranked, reference, amplitude_ratio, min_share, cos_threshold,
+                               chunk, here)
 
-    lines, directions = _lines_and_directions(U, labels, centres, groups, min_count, order, m)
-    in_line = np.concatenate([c.members for c in lines]) if lines else np.zeros(0, np.int64)
-    scattered = np.setdiff1d(active, in_line)
+    lines, directions = _lines_and_directions(U, line_groups, min_count, order, m)
+    arcs = [_to_rows(_line_cluster(U, g, mean_line(U[g]), m, width_deg(U[g])), order) for g in arc_groups]
+    taken = [c.members for c in lines + arcs]
+    scattered = np.setdiff1d(order, np.concatenate(taken) if taken else np.zeros(0, np.int64))
+    counts = {t: n for t, (n, _) in sweep_counts.items()}
+    arc_counts = {t: a for t, (_, a) in sweep_counts.items()}
+    stable = len(set(sweep_counts.values())) <= 1 and len(set(by_amp.values())) <= 1
 
     params = {
         "cos_threshold": float(cos_threshold),
         "amplitude_ratio": float(amplitude_ratio),
+        "amplitude_quantile": AMPLITUDE_QUANTILE,
+        "amplitude_reference": float(reference),
         "amplitude_cutoff": float(cutoff),
+        "amplitude_sweep": [float(r) for r in by_amp],
         "min_share": float(min_share),
         "min_count": int(min_count),
+        "null_alpha": NULL_ALPHA if min_count > 1 else None,
+        "arc_deg": ARC_DEG,
         "sweep_offsets": [float(d) for d in sweep],
         "sweep_thresholds": [float(t) for t in counts],
         "m": int(m),
@@ -321,7 +421,8 @@ def count_orientations(
         "chunk": int(chunk),
         "seed_rows": SEED_ROWS,
         "max_iter": MAX_ITER,
-        "method": "leader pass by amplitude + size-ordered centre merge, fixed point",
+        "method": "leader pass by amplitude + size-ordered centre merge, fixed point; "
+                  "gap rule, arc width and isotropic null model (analysis/_structures.py)",
     }
     return Orientations(
         n_lines=len(lines),
@@ -331,8 +432,11 @@ def count_orientations(
         scattered=scattered.astype(np.int64),
         negligible=negligible.astype(np.int64),
         counts_by_threshold=counts,
-        stable=len(set(counts.values())) <= 1,
+        stable=stable,
         params=params,
+        arcs=tuple(arcs),
+        arcs_by_threshold=arc_counts,
+        counts_by_amplitude={r: n for r, (n, _) in by_amp.items()},
     )
 
 
@@ -349,7 +453,7 @@ def cosine_order(W: Any, orientations: Any = None, **count_kwargs: Any) -> np.nd
     U, norms = unit_rows(W)
     orient = orientations if orientations is not None else count_orientations(W, **count_kwargs)
     parts = []
-    for line in orient.lines:
+    for line in tuple(orient.lines) + tuple(getattr(orient, "arcs", ())):  # arcs are blocks too
         c = U[line.members] @ line.mean
         # sign group 0 (positive) first, then by |cos| descending = angle ascending
         key = np.lexsort((-np.abs(c), c < 0))

@@ -38,7 +38,7 @@ class History:
 
     epochs: np.ndarray   # (S,) increasing, starting at 0
     inputs: np.ndarray   # (S, n, q) layer input x^[k-1] with the appended 1
-    residuals: np.ndarray  # (S, n) e_i = f(x_i) - y_i (summed over outputs when d_out > 1)
+    residuals: np.ndarray  # (S, n, d_out) e_i = f(x_i) - y_i; (S, n) is read as d_out = 1
 
 
 def replay_neurons(
@@ -68,12 +68,15 @@ def replay_neurons(
     """
     gen = torch.Generator().manual_seed(seed)
     q = history.inputs.shape[2]
-    flat = torch.empty(n_neurons * (q + 1), dtype=torch.float64)
-    w, a = flat[: n_neurons * q].view(n_neurons, q), flat[n_neurons * q:].view(n_neurons, 1)
+    E = torch.as_tensor(history.residuals, dtype=torch.float64)
+    E = E[..., None] if E.ndim == 2 else E                    # (S, n, d_out)
+    k = E.shape[2]  # output weights are vectors when d_out > 1
+    flat = torch.empty(n_neurons * (q + k), dtype=torch.float64)
+    w, a = flat[: n_neurons * q].view(n_neurons, q), flat[n_neurons * q:].view(n_neurons, k)
     w.copy_(torch.randn(n_neurons, q, generator=gen, dtype=torch.float64) * init_std)
-    a.copy_(torch.randn(n_neurons, 1, generator=gen, dtype=torch.float64) * init_std)
+    a.copy_(torch.randn(n_neurons, k, generator=gen, dtype=torch.float64) * init_std)
     grad = torch.zeros_like(flat)
-    grad_w, grad_a = grad[: n_neurons * q].view(n_neurons, q), grad[n_neurons * q:].view(n_neurons, 1)
+    grad_w, grad_a = grad[: n_neurons * q].view(n_neurons, q), grad[n_neurons * q:].view(n_neurons, k)
     scalar = functools.partial(torch.tensor, dtype=torch.float64)
     # eps = 0 exactly would turn a zero gradient into 0/0; the smallest normal number changes
     # no other step (sqrt(v) is far above it whenever v > 0)
@@ -82,7 +85,6 @@ def replay_neurons(
                   nesterov=nesterov)
     opt = get_optimizer(optimizer)(flat, hyper)
     X = torch.as_tensor(history.inputs, dtype=torch.float64)
-    E = torch.as_tensor(history.residuals, dtype=torch.float64)
     c_w = coefficient / math.factorial(p - 1)
     c_a = coefficient / math.factorial(p)
     slot = 0
@@ -91,8 +93,10 @@ def replay_neurons(
             slot += 1
         x, e = X[slot], E[slot]
         proj = w @ x.T                                        # (K, n)
-        weighted = e * proj.pow(p - 1) / x.shape[0]           # (K, n)
-        grad_w.copy_(c_w * a * (weighted @ x))
-        grad_a.copy_(c_a * (e * proj.pow(p)).sum(1, keepdim=True) / x.shape[0])
+        weighted = (a @ e.T) * proj.pow(p - 1) / x.shape[0]   # (K, n): a . e_i, vector outputs
+        grad_w.copy_(c_w * (weighted @ x))
+        grad_a.copy_(c_a * (proj.pow(p) @ e) / x.shape[0])   # (K, d_out)
         opt.step(grad)
+        if not bool(torch.isfinite(w).all()):
+            break  # diverged: the caller reports it; more steps only spread inf/nan
     return w.numpy().copy()

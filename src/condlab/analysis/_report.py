@@ -11,8 +11,9 @@ For layer k at a snapshot epoch, condlab reports
   - ``replay``: the leading-order dynamics replayed with the run's optimizer and residual
     history (``_replay.py``), which captures both the rotation of the residual and Adam.
 
-Residuals of a multi-output network are summed over outputs (Sec. 3: "we only need to sum
-up the components"). Layer inputs x^[k-1] carry the appended 1.
+Residuals keep every output, shape (n, d_out): with vector output weights the p = 1 line is
+the top right singular vector of G = EᵀX/n, not the direction of the summed residual (see
+analysis/_theory.py). Layer inputs x^[k-1] carry the appended 1.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def run_history(run: Run, until: int) -> list[History]:
             hidden = net.hidden(x)
             for k, layer_inputs in enumerate(inputs):
                 layer_inputs.append(hidden[k].numpy())
-            residuals.append((hidden[-1] @ net.layers[-1].T - y).sum(1).numpy())
+            residuals.append((hidden[-1] @ net.layers[-1].T - y).numpy())  # (n, d_out)
     return [History(np.array(epochs), np.stack(layer), np.stack(residuals)) for layer in inputs]
 
 
@@ -93,11 +94,22 @@ def layer_history(run: Run, layer: int, until: int) -> History:
     return run_history(run, until)[layer]
 
 
+INITIAL_STAGE_SHARE = 0.7
+
+
 def default_epoch(run: Run) -> int:
-    """The last snapshot inside the initial stage (loss above 70% of its start), else the last."""
-    end = run.initial_stage_epoch
-    inside = run.epochs[run.epochs <= end] if end is not None else run.epochs
-    return int(inside[-1])
+    """The last snapshot strictly inside the initial stage: loss > 70 % of loss at epoch 0.
+
+    Snapshots after the first epoch whose loss fell to 70 % are never chosen, even when the
+    loss rises again; a run whose loss never falls gives its last snapshot.
+    """
+    loss = np.asarray(run.loss, dtype=np.float64)
+    end = len(loss)
+    below = np.flatnonzero(~(loss > INITIAL_STAGE_SHARE * loss[0])) if len(loss) else []
+    if len(below):
+        end = int(below[0])  # first epoch at or below 70 % (or not finite)
+    inside = run.epochs[run.epochs < end]
+    return int(inside[-1]) if len(inside) else int(run.epochs[0])
 
 
 def analyze_layer(run: Run, layer: int, epoch: int, *, replay: bool = True, predict: bool = True,
@@ -129,6 +141,8 @@ def analyze_layer(run: Run, layer: int, epoch: int, *, replay: bool = True, pred
                                                 flow=flow, coefficient=coef)
     if replay and epoch > 0:
         report.predictions["replay"] = replay_prediction(run, history, p, coef, epoch, seed)
+    if "replay" in report.predictions and report.predictions["replay"].note:
+        report = _with_note(report, report.predictions["replay"].note)
     for key, pred in report.predictions.items():
         if len(measured) and len(pred.lines):
             report.angles[key] = [float(a) for a in line_angles(measured, pred.lines)]
@@ -143,10 +157,16 @@ def replay_prediction(run: Run, history: History, p: int, coef: float, epoch: in
                        init_std=run.spec.init_std, until=epoch, betas=(t.beta1, t.beta2),
                        eps=t.eps, weight_decay=run.spec.weight_decay, momentum=run.spec.momentum,
                        nesterov=t.nesterov, seed=seed)
+    flow = flow_for_optimizer(t.optimizer)
+    if not np.all(np.isfinite(W)):
+        # The leading-order model grows without bound for p >= 2 (w' ~ |w|^(p-1)): a finite
+        # network saturates, the Taylor model does not. That is a result, not an error.
+        return Prediction(np.zeros((0, W.shape[1])), f"replay-{t.optimizer}", flow, p, p, 2 * p,
+                          note=f"replay diverged before epoch {epoch} (the leading-order model "
+                               "blows up; no prediction)")
     found = count_orientations(W)
     lines = np.array([c.mean for c in found.lines]).reshape(-1, W.shape[1])
-    return Prediction(lines, f"replay-{t.optimizer}", flow_for_optimizer(t.optimizer),
-                      p, p, 2 * p)
+    return Prediction(lines, f"replay-{t.optimizer}", flow, p, p, 2 * p)
 
 
 def _with_note(report: LayerReport, note: str) -> LayerReport:

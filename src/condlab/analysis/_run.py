@@ -26,6 +26,7 @@ from ._fields import (
 from ._orientations import cosine_order
 from ._rank import model_rank
 from ._report import LayerReport, analyze_layer, default_epoch, layer_history, run_history
+from ._theory import effective_residual
 
 TEST_POINTS = 200
 RANK_INPUTS = 1000               # model rank on the first 1000 training inputs at most
@@ -141,7 +142,8 @@ def _one_dimensional(run: Run, epoch: int, result: RunAnalysis) -> None:
     result.polyfits = polynomial_fits(grid, out, top)
     result.arrays.update(test_x=grid, test_y=out)
     history = layer_history(run, 0, epoch)
-    X, e = history.inputs[-1], history.residuals[-1]
+    X = history.inputs[-1]
+    e = effective_residual(X, history.residuals[-1])  # (n,): the field of the growing output
     W = run.layer("layer1", epoch)
     lim = 1.2 * float(np.abs(W).max()) or 1.0
     gw, gb, dw, db = direction_field(X, e, act.grad, lim=lim, size=21)

@@ -11,7 +11,11 @@ Equations implemented (numbers refer to the paper's text):
   Only the orientation u = w/|w| matters (F is homogeneous of degree p-1 in w), and by eq. 8
   it follows the projected flow u' = Pw = w' - (w' . u) u, up to a positive time change.
 * Condensed orientations are the fixed orientations of (F), eq. 9: Pw = 0.
-* Case 1 (p = 1, any q): u = +-sum_i e_i x_i / |sum_i e_i x_i|.
+* Case 1 (p = 1, any q): u = +-sum_i e_i x_i / |sum_i e_i x_i|. With d_out > 1 outputs
+  (residuals E (n, d_out), output weights a (d_out,)): w' = -Gᵀa, a' = -Gw with G = EᵀX/n,
+  so u is the top right singular vector of G (the sum over outputs is wrong in general).
+  Every function here takes residuals (n,) or (n, d_out); for p >= 2 they use the residual
+  along G's top left singular vector (`effective_residual`).
 * Case 2 (q = 2, any p): with u_hat = u1/u2,
       sum_i e_i x_i1 (u_hat x_i1 + x_i2)^(p-1) = u_hat sum_i e_i x_i2 (u_hat x_i1 + x_i2)^(p-1),
   a degree-p polynomial: at most p lines, i.e. 2p directions.
@@ -45,14 +49,46 @@ def _np(a: Any) -> np.ndarray:
     return np.asarray(a, dtype=np.float64)
 
 
-def _data(X: Any, e: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Validate and convert layer inputs X (n, q) and residuals e (n,)."""
-    X, e = _np(X), _np(e)
-    if X.ndim != 2 or e.shape != (X.shape[0],):
-        raise ValueError(f"expected X (n, q) and e (n,), got {X.shape} and {e.shape}")
-    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(e))):
+def _outputs(X: Any, e: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Validate and convert layer inputs X (n, q) and residuals e (n,) or (n, d_out) -> X, E (n, d_out)."""
+    X, E = _np(X), _np(e)
+    if E.ndim == 1:
+        E = E[:, None]
+    if X.ndim != 2 or E.ndim != 2 or E.shape[0] != X.shape[0]:
+        raise ValueError(f"expected X (n, q) and e (n,) or (n, d_out), got {X.shape} and {_np(e).shape}")
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(E))):
         raise ValueError("X and e must be finite")
-    return X, e
+    return X, E
+
+
+def output_direction(X: Any, e: Any) -> np.ndarray:
+    """(d_out,) unit: the top left singular vector of G = EᵀX/n (the output that grows first).
+
+    With vector output weights a, the leading-order p = 1 dynamics are w' = -Gᵀa, a' = -Gw:
+    a aligns with this vector and w with the top right singular vector of G. For d_out = 1
+    it is [1]; otherwise its largest-magnitude entry is positive.
+    """
+    X, E = _outputs(X, e)
+    if E.shape[1] == 1:
+        return np.ones(1)
+    u = np.linalg.svd(E.T @ X / len(X), full_matrices=False)[0][:, 0]
+    return u * np.sign(u[np.argmax(np.abs(u))])
+
+
+def effective_residual(X: Any, e: Any) -> np.ndarray:
+    """(n,) residual along output_direction: E @ u (e itself when d_out = 1).
+
+    Exact for p = 1 (sum_i e_eff,i x_i = n σ₁ v₁); for p >= 2 and d_out > 1 it is the
+    approximation that output weights have aligned with u (as they do at leading order).
+    """
+    X, E = _outputs(X, e)
+    return E @ output_direction(X, E)
+
+
+def _data(X: Any, e: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Layer inputs X (n, q) and residuals e (n,) or (n, d_out) -> X, effective residual (n,)."""
+    X, E = _outputs(X, e)
+    return X, E @ output_direction(X, E)
 
 
 def _check_p(p: int) -> int:
@@ -93,7 +129,8 @@ def flow_for_optimizer(optimizer: str) -> str:
 
 
 def p1_line(X: Any, e: Any, flow: str = "gradient") -> np.ndarray:
-    """Case 1 (p = 1): X (n, q), e (n,) -> unit (q,) along sum_i e_i x_i (sign flow: its sign)."""
+    """Case 1 (p = 1): X (n, q), e (n,) or (n, d_out) -> unit (q,), the top right singular vector of
+    G = EᵀX/n, i.e. along sum_i e_i x_i when d_out = 1 (sign flow: its sign)."""
     X, e = _data(X, e)
     g = e @ X
     if _check_flow(flow) == "sign":
@@ -322,6 +359,7 @@ class Prediction:
     p: int  # multiplicity of the activation
     bound_lines: int  # p: Proposition 1's bound on lines (proved for p = 1 or q = 2)
     bound_directions: int  # 2p
+    note: str = ""  # e.g. why a prediction has no lines (a diverged replay)
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""

@@ -6,7 +6,17 @@
 
 from ._claims import Claim, ExperimentResult, summary_rows, write_summary
 from ._context import Context, Experiment
-from ._runner import DEFAULT_SEEDS, EXPERIMENTS, QUICK_SEEDS, check_data_dir, reproduce, reproduce_all
+from ._runner import (
+    DEFAULT_DATA_SEEDS,
+    DEFAULT_SEEDS,
+    EXPERIMENTS,
+    QUICK_DATA_SEEDS,
+    QUICK_SEEDS,
+    check_data_dir,
+    reproduce,
+    reproduce_all,
+)
 
-__all__ = ["Claim", "Context", "DEFAULT_SEEDS", "EXPERIMENTS", "Experiment", "ExperimentResult",
-           "QUICK_SEEDS", "check_data_dir", "reproduce", "reproduce_all", "summary_rows", "write_summary"]
+__all__ = ["Claim", "Context", "DEFAULT_DATA_SEEDS", "DEFAULT_SEEDS", "EXPERIMENTS", "Experiment",
+           "ExperimentResult", "QUICK_DATA_SEEDS", "QUICK_SEEDS", "check_data_dir", "reproduce",
+           "reproduce_all", "summary_rows", "write_summary"]

@@ -12,7 +12,7 @@ import numpy as np
 from .._presets import preset
 from ..analysis import analyze_layer, cosine_order
 from ..plotting import cosine_panels
-from ._claims import ExperimentResult
+from ._claims import ExperimentResult, line_outcome
 from ._context import Context
 
 FIG3 = [("tanh", 1), ("xtanh", 2), ("x2tanh", 3), ("sigmoid", 1), ("softplus", 1)]
@@ -24,9 +24,14 @@ def _mean_angle(report, key: str = "replay") -> float | None:
     return round(float(np.mean(angles)), 2) if angles else None
 
 
-def _record_lines(claim, report, expected: int) -> None:
+def _record_lines(claim, report, expected: int, run, at_most: bool = False) -> None:
     o = report.orientations
-    claim.record(o.n_lines == expected, lines=o.n_lines, directions=o.n_directions,
+    ok = o.n_lines <= expected if at_most else o.n_lines == expected
+    word = "at most " if at_most else ""
+    outcome, reason = line_outcome(o, ok, f"{o.n_lines} lines at |cos| >= "
+                                   f"{o.params['cos_threshold']:.2f} (expected {word}{expected})", at_most)
+    claim.record(outcome, run=run, reason=reason, lines=o.n_lines, directions=o.n_directions,
+                 arcs=o.n_arcs,
                  lines_by_threshold={f"{t:.2f}": n for t, n in o.counts_by_threshold.items()},
                  condensed_share=round(sum(c.share for c in o.lines), 3),
                  replay_angle_deg=_mean_angle(report))
@@ -47,9 +52,9 @@ def fig3(ctx: Context) -> ExperimentResult:
         bound = res.claim(f"fig3/{act}/bound", f"{act}: at most p = {lines} line(s) "
                           "(the paper's conjecture: at most 2p directions)", max_lines=lines)
         for run in runs:
-            report = analyze_layer(run, 0, 100, replay=not ctx.quick)
-            _record_lines(claim, report, lines)
-            bound.record(report.orientations.n_lines <= lines, lines=report.orientations.n_lines)
+            report = analyze_layer(run, 0, ctx.epoch(run, 100), replay=ctx.replay)
+            _record_lines(claim, report, lines, run)
+            _record_lines(bound, report, lines, run, at_most=True)
         W = runs[0].layer("layer1", 100)
         panels.append((act, W, cosine_order(W)))
     ctx.save(res, cosine_panels(panels, suptitle="Fig. 3: D(u, v) at epoch 100"), "fig3")
@@ -71,7 +76,7 @@ def _fig4(ctx: Context, name: str) -> ExperimentResult:
         claim = res.claim(f"{name}/layer{k + 1}/{act}", f"hidden layer {k + 1} ({act}) condenses on "
                           f"{lines} line(s) at epoch {epoch}", lines=lines, epoch=epoch)
         for run in runs:
-            _record_lines(claim, analyze_layer(run, k, epoch, replay=not ctx.quick), lines)
+            _record_lines(claim, analyze_layer(run, k, ctx.epoch(run, epoch), replay=ctx.replay), lines, run)
         W = runs[0].layer(f"layer{k + 1}", epoch)
         panels.append((f"layer {k + 1}: {act}, epoch {epoch}", W, cosine_order(W)))
     ctx.save(res, cosine_panels(panels, suptitle=f"{name}: D(u, v) per hidden layer"), name)
@@ -114,10 +119,13 @@ def relu(ctx: Context) -> ExperimentResult:
                       "weights condense on 3 directions, two of them opposite",
                       directions=3, opposite_pairs=1)
     for run in runs:
-        o = analyze_layer(run, 0, 100).orientations
+        o = analyze_layer(run, 0, ctx.epoch(run, 100), predict=False).orientations
         pairs = sum(1 for line in o.lines
                     if sum(1 for d in o.directions if set(d.members) <= set(line.members)) == 2)
-        claim.record(o.n_directions == 3 and pairs == 1, directions=o.n_directions,
+        outcome, reason = line_outcome(o, o.n_directions == 3 and pairs == 1,
+                                       f"{o.n_directions} directions, {pairs} opposite pair(s) "
+                                       "(expected 3 directions, 1 opposite pair)")
+        claim.record(outcome, run=run, reason=reason, directions=o.n_directions,
                      opposite_pairs=pairs, set_aside=len(o.negligible), lines=o.n_lines)
     W = runs[0].layer("layer1", 100)
     ctx.save(res, cosine_panels([("ReLU, epoch 100", W, cosine_order(W))]), "relu")
@@ -136,8 +144,9 @@ def simple_target(ctx: Context) -> ExperimentResult:
     claim = res.claim("simple-target/x2tanh/layer1", "with the simpler target, x2tanh input "
                       "weights condense on fewer than 3 lines (the paper shows 2)", lines=2, fewer_than=3)
     for run in runs:
-        o = analyze_layer(run, 0, 100, predict=False).orientations
-        claim.record(1 <= o.n_lines < 3, lines=o.n_lines, directions=o.n_directions,
+        o = analyze_layer(run, 0, ctx.epoch(run, 100), predict=False).orientations
+        outcome, reason = line_outcome(o, 1 <= o.n_lines < 3, f"{o.n_lines} lines (expected 1 or 2)")
+        claim.record(outcome, run=run, reason=reason, lines=o.n_lines, directions=o.n_directions,
                      condensed_share=round(sum(c.share for c in o.lines), 3))
     W = runs[0].layer("layer1", 100)
     ctx.save(res, cosine_panels([("x2tanh, simpler target", W, cosine_order(W))]), "simple-target")

@@ -7,7 +7,7 @@ import numpy as np
 from .._presets import preset
 from ..analysis import analyze_run, cosine_order, count_orientations, line_angles
 from ..plotting import cosine_panels, direction_field_plot, panel_row, polyfit_plot
-from ._claims import ExperimentResult
+from ._claims import ExperimentResult, line_outcome
 from ._context import Context
 
 FIG5 = [("tanh", 1), ("xtanh", 2), ("x2tanh", 3)]
@@ -28,14 +28,16 @@ def fig5(ctx: Context) -> ExperimentResult:
                        "leaving at least 10x more variance unexplained")
     fig, axes = panel_row(len(FIG5), 3.4, 3.6)
     for ax, letter, (act, p) in zip(axes, "abc", FIG5, strict=True):
-        runs = ctx.train(preset(_preset(act)), act, "train.snapshots=[0,1000]")
+        runs = ctx.train(preset(_preset(act)), act, "train.snapshots=every:50")
         claim = res.claim(f"fig5/{act}/output", f"{act}: the output at epoch 1000 is close to a "
                           f"polynomial of degree {p}", degree=p, max_unexplained=0.01)
         for run in runs:
-            analysis = analyze_run(run, 1000, predict=False)
+            analysis = analyze_run(run, ctx.epoch(run, 1000), predict=False)
             r2 = {f.degree: f.r2 for f in analysis.polyfits}
             ok = 1 - r2[p] <= 0.01 and (p == 1 or 1 - r2[p - 1] >= 10 * (1 - r2[p]))
-            claim.record(ok, r2_by_degree={d: round(v, 6) for d, v in r2.items()})
+            why = (f"1 - R² of degree {p} = {1 - r2[p]:.3g} > 0.01" if 1 - r2[p] > 0.01 else
+                   f"degree {p - 1} leaves {1 - r2.get(p - 1, 1):.3g} unexplained (< 10x {1 - r2[p]:.3g})")
+            claim.record(ok, run=run, reason=why, r2_by_degree={d: round(v, 6) for d, v in r2.items()})
             if run is runs[0]:
                 fits = [(f.degree, f.coefficients, f.r2) for f in analysis.polyfits if f.degree == p]
                 polyfit_plot(analysis.arrays["test_x"], analysis.arrays["test_y"], fits,
@@ -59,13 +61,20 @@ def fig6(ctx: Context) -> ExperimentResult:
         neurons = res.claim(f"fig6/{act}/neurons", f"{act}: neurons condense on {p} line(s) that "
                             "lie on the field's stable lines", lines=p, max_angle_deg=10)
         for run in runs:
-            analysis = analyze_run(run, 200, predict=False)
+            analysis = analyze_run(run, ctx.epoch(run, 200), predict=False)
             stable = analysis.stable_lines if analysis.stable_lines is not None else np.zeros((0, 2))
             o = analysis.layers[0].orientations
             measured = np.array([c.mean for c in o.lines]).reshape(-1, 2)
             angles = line_angles(measured, stable).tolist() if len(measured) and len(stable) else []
-            field.record(len(stable) == p, stable_lines=len(stable))
-            neurons.record(o.n_lines == p and bool(angles) and max(angles) <= 10, lines=o.n_lines,
+            field.record(len(stable) == p, run=run, reason=f"{len(stable)} stable lines (expected {p})",
+                         stable_lines=len(stable))
+            far = [a for a in angles if a > 10]
+            outcome, reason = line_outcome(
+                o, o.n_lines == p and bool(angles) and not far,
+                f"{o.n_lines} lines (expected {p})" if o.n_lines != p else
+                "line(s) at " + ", ".join(f"{a:.1f}°" for a in far) + " from the field's stable lines "
+                "(max 10°)")
+            neurons.record(outcome, run=run, reason=reason, lines=o.n_lines, arcs=o.n_arcs,
                            angles_deg=[round(a, 1) for a in angles])
             if run is runs[0]:
                 a = analysis.arrays
@@ -97,8 +106,9 @@ def evolution(ctx: Context) -> ExperimentResult:
             shares = [round(sum(c.share for c in count_orientations(run.layer("layer1", e)).lines[:p]), 3)
                       for e in epochs]
             peak = max(shares[1:])
-            claim.record(peak >= 0.8 and peak - shares[0] >= 0.3, share_on_p_largest_lines=shares,
-                         epochs=epochs)
+            claim.record(peak >= 0.8 and peak - shares[0] >= 0.3, run=run,
+                         reason=f"peak share {peak:.2f} (need 0.8), gain {peak - shares[0]:.2f} (need 0.3)",
+                         share_on_p_largest_lines=shares, epochs=epochs)
         panels = [(f"epoch {e}", runs[0].layer("layer1", e), cosine_order(runs[0].layer("layer1", e)))
                   for e in epochs]
         ctx.save(res, cosine_panels(panels, ncols=len(epochs), suptitle=f"{name} ({figure}) "

@@ -17,7 +17,7 @@ from .._inspect import inspect_model
 from .._io import atomic_write_bytes
 from ..analysis import analyze_layer, cosine_order, default_epoch
 from ..plotting import cosine_panels
-from ._claims import ExperimentResult
+from ._claims import ExperimentResult, line_outcome
 from ._context import Context
 
 
@@ -67,8 +67,9 @@ def mnist(ctx: Context) -> ExperimentResult:
     for run in runs:
         epoch = default_epoch(run)
         o = analyze_layer(run, 0, epoch, predict=False).orientations
-        claim.record(o.n_lines == 1, lines=o.n_lines, directions=o.n_directions, epoch=epoch,
-                     condensed_share=round(sum(c.share for c in o.lines), 3))
+        outcome, reason = line_outcome(o, o.n_lines == 1, f"{o.n_lines} lines at epoch {epoch} (expected 1)")
+        claim.record(outcome, run=run, reason=reason, lines=o.n_lines, directions=o.n_directions,
+                     epoch=epoch, condensed_share=round(sum(c.share for c in o.lines), 3))
     W = runs[0].layer("layer1", default_epoch(runs[0]))
     ctx.save(res, cosine_panels([(f"{source}, x2tanh", W, cosine_order(W))]), "mnist")
     return res
@@ -115,8 +116,9 @@ def fig2(ctx: Context) -> ExperimentResult:
             # Counted through the layer adapter, as `condlab inspect` counts the saved checkpoint.
             report = inspect_model(head, layers="fc1")
             o, W = report.orientations["fc1"], report.layers[0].weight.double().numpy()
-            claims[act].record(o.n_lines == lines, lines=o.n_lines, directions=o.n_directions,
-                               final_loss=round(float(history.loss[-1]), 4))
+            outcome, reason = line_outcome(o, o.n_lines == lines, f"{o.n_lines} lines (expected {lines})")
+            claims[act].record(outcome, pair=(None, seed), reason=reason, lines=o.n_lines,
+                               directions=o.n_directions, final_loss=round(float(history.loss[-1]), 4))
             if seed == ctx.seeds[0]:
                 panels.append((f"{act}, epoch {epochs}", W, cosine_order(W, o)))
                 path = ctx.out / "checkpoints" / f"head_{act}_seed{seed}.pt"
