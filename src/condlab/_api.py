@@ -27,7 +27,8 @@ from ._dropout import Dropout
 from ._io import atomic_write_json, provenance
 from ._models import Architecture, BatchedNet, init_weights
 from ._optim import Optimizer
-from ._records import Run, RunResult, RunSpec, write_run
+from ._records import Run, RunResult, RunSpec, write_runs
+from ._snapshots import SnapshotRecorder, thinned_neurons
 from ._training import BatchOutcome, initial_stage_end, make_optimizer, train_batch
 
 
@@ -182,6 +183,8 @@ def _run_batch(cfg: Config, out: Path | None, progress: Any, saved: dict | None,
         state = restore_checkpoint(saved, b.net, b.opt, b.dropout)
         before, resumed_at = saved["seconds"], saved["resumed_at"] + [state.epoch]
     show = sys.stderr.isatty() if progress is None else progress
+    recorder = SnapshotRecorder(snapshot_epochs(t.snapshots, t.epochs), t.epochs,
+                                thinned_neurons(b.net.arch.width, t.snapshot_neurons))
     start, writer = time.perf_counter(), provenance()
 
     def save(loop_state, optimizer, drop) -> None:
@@ -196,7 +199,7 @@ def _run_batch(cfg: Config, out: Path | None, progress: Any, saved: dict | None,
             b.net, b.x, b.y, b.specs, optimizer=b.opt, epochs=t.epochs, dropout=b.dropout, state=state,
             snapshot_at=snapshot_epochs(t.snapshots, t.epochs), eps=t.eps, progress=outer or bar,
             checkpoint=save if out is not None else None, checkpoint_seconds=t.checkpoint_seconds,
-            should_stop=stop,
+            should_stop=stop, recorder=recorder,
         )
     seconds = before + time.perf_counter() - start
     common = {"batch_runs": len(b.specs), "device": str(b.net.flat.device), "dtype": t.dtype,
@@ -223,15 +226,29 @@ def _make_run(cfg: Config, data_cfg: dict, spec: RunSpec, r: int, outcome: Batch
     raw["model"]["init_std"], raw["model"]["dropout"] = [spec.init_std], [spec.dropout]
     run_cfg = Config.from_dict(raw)
     bad = outcome.diverged_epoch[r]
-    keep = outcome.epochs < bad if bad is not None else np.ones(len(outcome.epochs), bool)
-    names = Architecture.from_config(cfg.model, cfg.data.d).names
-    weights = {name: np.stack([s[r] for s in layer])[keep] if len(layer) else np.zeros((0,))
-               for name, layer in zip(names, outcome.snapshots, strict=True)}
+    arch = Architecture.from_config(cfg.model, cfg.data.d)
+    snaps = outcome.snapshots
+    epochs, weights = _run_slice(arch, snaps.epochs, snaps.layers, r, bad, snaps.neurons)
+    full_epochs, full = _run_slice(arch, snaps.full_epochs, snaps.full_layers, r, bad, None)
     loss = outcome.loss[:, r]
     status = "diverged" if bad is not None else ("interrupted" if outcome.interrupted else "complete")
-    return Run(run_cfg, spec, outcome.epochs[keep], weights, loss, dataset.x, dataset.y,
+    return Run(run_cfg, spec, epochs, weights, loss, dataset.x, dataset.y,
                status=status, initial_stage_epoch=initial_stage_end(loss), diverged_epoch=bad,
-               meta=dict(common))
+               meta=dict(common), neurons=snaps.neurons, full_epochs=full_epochs, full_weights=full)
+
+
+def _run_slice(arch: Architecture, epochs: np.ndarray, layers: list[np.ndarray], r: int,
+               bad: int | None, neurons: np.ndarray | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Run r's snapshots (views, no copy) of a batch's (R, S, rows, cols) arrays; a diverged
+    run keeps the epochs before `bad`."""
+    if not layers:  # interrupted before the first snapshot
+        shapes = [(len(neurons) if neurons is not None and k < arch.depth else rows, cols)
+                  for k, (rows, cols) in enumerate(arch.shapes)]
+        return epochs, {name: np.zeros((0, *shape)) for name, shape in zip(arch.names, shapes, strict=True)}
+    if bad is None:
+        return epochs, {name: layer[r] for name, layer in zip(arch.names, layers, strict=True)}
+    keep = epochs < bad
+    return epochs[keep], {name: layer[r][keep] for name, layer in zip(arch.names, layers, strict=True)}
 
 
 def _write_batch(result: RunResult, cfg: Config, common: dict) -> None:
@@ -239,8 +256,7 @@ def _write_batch(result: RunResult, cfg: Config, common: dict) -> None:
     assert out is not None
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "config.json", cfg.to_dict())
-    for spec, run in zip(run_specs(cfg), result.runs, strict=True):
-        write_run(run, out / run_name(cfg, spec))
+    write_runs(result.runs, [out / run_name(cfg, spec) for spec in run_specs(cfg)])
     atomic_write_json(out / "batch.json", {
         "name": cfg.name,
         "runs": [{"dir": run.path.name, **run.spec.to_dict(), "status": run.status,

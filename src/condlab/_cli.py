@@ -201,6 +201,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                                   ("amplitude_ratio", args.amplitude_ratio),
                                   ("min_share", args.min_share)) if v is not None}
     layers = None if args.layer is None else [k - 1 for k in args.layer]
+    # --json --no-figures answers on stdout alone: nothing is written (read-only records work)
+    write = bool(args.out) or not (args.json and args.no_figures)
     results, failed = [], 0
     for run_dir in _run_dirs(Path(args.path)):
         try:  # one corrupt run of a batch is reported; the others are analysed
@@ -215,10 +217,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             print(f"condlab: error: {where}{message}", file=sys.stderr)
             failed += 1
             continue
-        out = Path(args.out) / run_dir.name if args.out else run_dir / "analysis" / f"epoch{analysis.epoch}"
-        analysis.write(out)
-        figures = [] if args.no_figures else _figures(run, analysis, out)
-        results.append(analysis.to_dict() | {"figures": [str(f) for f in figures], "out": str(out)})
+        out, figures = None, []
+        if write:
+            out = _analysis_dir(run_dir, analysis.name, args.out)
+            analysis.write(out)
+            formats = ("png", "svg") if args.svg else ("png",)
+            figures = [] if args.no_figures else _figures(run, analysis, out, formats)
+        results.append(analysis.to_dict() | {"figures": [str(f) for f in figures],
+                                             "out": None if out is None else str(out)})
         if not args.json:
             _print_analysis(analysis, out, figures)
     if args.json and results:
@@ -226,7 +232,34 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return EXIT_BAD_INPUT if failed else 0
 
 
-def _figures(run, analysis, out: Path) -> list[Path]:
+def _analysis_dir(run_dir: Path, name: str, out: str | None) -> Path:
+    """OUT/RUN/NAME, else RUN/analysis/NAME, else (a run we cannot write to) a folder here, said."""
+    if out:
+        return Path(out) / run_dir.name / name
+    target = run_dir / "analysis" / name
+    if _can_write(target):
+        return target
+    here = Path("condlab-analysis") / run_dir.resolve().parent.name / run_dir.name / name
+    if not _can_write(here):
+        raise ValueError(f"cannot write the analysis into '{run_dir}' nor '{here}': give --out DIR, "
+                         "or --json --no-figures to write nothing")
+    print(f"condlab: note: '{run_dir}' is not writable; the analysis goes to '{here}'", file=sys.stderr)
+    return here
+
+
+def _can_write(directory: Path) -> bool:
+    """Whether files can be created in `directory` (made if missing), tried for real."""
+    import tempfile
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            return True
+    except OSError:
+        return False
+
+
+def _figures(run, analysis, out: Path, formats: tuple[str, ...]) -> list[Path]:
     from .analysis._external import is_external
     from .plotting import analysis_figures
 
@@ -235,10 +268,10 @@ def _figures(run, analysis, out: Path) -> list[Path]:
 
         return external_run_figures(run, analysis, out)
 
-    return analysis_figures(run, analysis, out)
+    return analysis_figures(run, analysis, out, formats)
 
 
-def _print_analysis(analysis, out: Path, figures: list[Path]) -> None:
+def _print_analysis(analysis, out: Path | None, figures: list[Path]) -> None:
     import numpy as np
 
     keys = ["gradient@snapshot", "gradient@init", "sign@init", "replay"]
@@ -277,7 +310,10 @@ def _print_analysis(analysis, out: Path, figures: list[Path]) -> None:
               f"parameters, {r['n_outputs']} outputs ({r['rule']}; at rtol {at})")
     for f in analysis.polyfits:
         print(f"  polynomial fit of the output, degree {f.degree}: R^2 = {f.r2:.6f}")
-    print(f"  written: {out / 'analysis.json'}" + (f" and {len(figures)} figures" if figures else ""))
+    for note in analysis.notes:
+        print(f"  note: {note}")
+    if out is not None:
+        print(f"  written: {out / 'analysis.json'}" + (f" and {len(figures)} figures" if figures else ""))
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -391,9 +427,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="a run directory, or a batch directory written by `condlab train`")
     p.add_argument("--epoch", type=int, help="snapshot epoch (default: last one inside the initial stage)")
     p.add_argument("--layer", type=int, action="append", help="hidden layer 1..L (repeatable; default all)")
-    p.add_argument("--out", help="output directory (default: RUN/analysis/epochE)")
-    p.add_argument("--json", action="store_true", help="print the analysis as JSON")
+    p.add_argument("--out", help="output directory: OUT/RUN/NAME (default: RUN/analysis/NAME, NAME = "
+                   "epochE plus the options that differ from their defaults, e.g. epoch120-cos0.9)")
+    p.add_argument("--json", action="store_true",
+                   help="print the analysis as JSON (with --no-figures and no --out: write nothing)")
     p.add_argument("--no-figures", action="store_true")
+    p.add_argument("--svg", action="store_true", help="figures as SVG too (default: PNG only)")
     p.add_argument("--no-replay", action="store_true", help="skip the leading-order replay prediction")
     p.add_argument("--cos-threshold", type=float, help="|cos| to join a line (default 0.95)")
     p.add_argument("--amplitude-ratio", type=float,

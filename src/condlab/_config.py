@@ -10,6 +10,8 @@ Conventions (written down once, here and in docs/conventions.md):
 * ``train.snapshots`` is a list of epochs, or ``"log:K"`` (K log-spaced epochs between 1
   and ``epochs``), or ``"every:K"`` (every K epochs). Epoch 0 (the initialization) and the
   last epoch are always recorded. "Epoch e" means the parameters after e full-batch updates.
+  ``train.snapshot_neurons = K > 0`` thins them for wide layers: K fixed hidden neurons at every
+  snapshot, every weight only at epoch 0 and the last epoch (see ``condlab._snapshots``).
 """
 
 from __future__ import annotations
@@ -103,6 +105,9 @@ class TrainConfig:
     dtype: str = "float32"
     device: str = "cpu"
     snapshots: list[int] | str = "log:30"
+    # Wide layers: K > 0 records only K fixed hidden neurons (rows evenly spread over 0..m-1)
+    # at every snapshot, and every weight in full at epoch 0 and the last epoch (0: all rows).
+    snapshot_neurons: int = 0
     seeds: list[int] = field(default_factory=lambda: [0])
     # with an output folder, a checkpoint to resume from is written this often (0: never)
     checkpoint_seconds: float = 60.0
@@ -312,6 +317,8 @@ def validate(cfg: Config) -> Config:
     _check(t.dtype in DTYPES, f"train.dtype='{t.dtype}' is not accepted: choose one of {', '.join(DTYPES)}")
     _check(0 <= t.beta1 < 1 and 0 <= t.beta2 < 1, "train.beta1 and train.beta2 must lie in [0, 1)")
     _check(t.eps >= 0, f"train.eps={t.eps} is not accepted: it must be >= 0")
+    _check(t.snapshot_neurons >= 0, f"train.snapshot_neurons={t.snapshot_neurons} is not accepted: "
+           "it must be >= 0 (0 records every neuron)")
     _check(len(set(t.seeds)) == len(t.seeds), f"train.seeds={t.seeds} has repeated seeds")
     for key, values in (("model.init_std", m.init_std), ("model.dropout", m.dropout), ("train.lr", t.lr),
                         ("train.weight_decay", t.weight_decay), ("train.momentum", t.momentum)):

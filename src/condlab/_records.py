@@ -2,13 +2,25 @@
 
     RUN_DIR/
       config.json      the resolved config of this one run (one seed, one lr, one init_std)
-      meta.json        seed, lr, init_std, status, initial-stage epoch, versions, git commit
+      meta.json        seed, lr, init_std, status, initial-stage epoch, layer names, versions, commit
       loss.csv         epoch,loss for every epoch (eq. 3)
-      snapshots.npz    epochs (S,), layer1 .. layerL, output: (S, rows, cols), bias = last column
       data.npz         x (n, d), y (n, d_out): the training set
+      snapshots/
+        epochs.npy     (S,) the snapshot epochs
+        layer1.npy ... layerL.npy, output.npy
+                       (S, rows, cols) in the training dtype, bias = last column
+      (thinned records, train.snapshot_neurons = K > 0, add:)
+        neurons.npy    (K,) the hidden neurons whose rows layer1.npy .. layerL.npy hold
+        full/epochs.npy, full/layer1.npy ...   every weight in full at epoch 0 and the last epoch
 
-A run directory is assembled under a temporary name and renamed when complete, so a crash
-never leaves a directory that looks finished; ``meta.json`` is written last inside it.
+Snapshots are plain uncompressed ``.npy`` files, one per layer, read back memory-mapped:
+``load_run`` reads no snapshot, and ``Run.layer(name, epoch)`` reads one layer at one epoch.
+Records written by condlab 0.1.0 (``snapshots.npz``, float64) are still read.
+
+A run directory is assembled under ``NAME.partial`` and renamed when complete. Before any
+rename, everything written is put on disk (one ``syncfs`` for a whole batch, ``_io.durable``);
+one fsync of the parent directory then makes the renames durable. A crash leaves complete
+runs under their names and ``.partial`` directories, which ``load_run`` refuses.
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ import os
 import shutil
 import zipfile
 import zlib
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,10 +39,11 @@ import numpy as np
 import torch
 
 from ._config import Config, ConfigError
-from ._io import atomic_write_json, atomic_write_npz, atomic_write_text
+from ._io import durable, fsync_path
 from ._models import Architecture, FCNet
 
 STATUSES = ("complete", "diverged", "interrupted")
+RECORD_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -55,12 +69,17 @@ class RunSpec:
 
 @dataclass
 class Run:
-    """One trained run: its config, loss curve, and the weight snapshots of every layer."""
+    """One trained run: its config, loss curve, and the weight snapshots of every layer.
+
+    ``weights[name]`` is (S, rows, cols) at ``epochs`` (memory-mapped for a loaded run). In a
+    thinned record hidden layers there hold only the rows of ``neurons``, and every weight
+    is in ``full_weights`` at ``full_epochs``; otherwise those are ``weights`` and ``epochs``.
+    """
 
     config: Config
     spec: RunSpec
     epochs: np.ndarray                       # (S,)
-    weights: dict[str, np.ndarray]           # name -> (S, rows, cols)
+    weights: Mapping[str, np.ndarray]        # name -> (S, rows, cols)
     loss: np.ndarray                         # (E + 1,)
     x: np.ndarray                            # (n, d)
     y: np.ndarray                            # (n, d_out)
@@ -69,10 +88,24 @@ class Run:
     diverged_epoch: int | None = None
     meta: dict = field(default_factory=dict)
     path: Path | None = None
+    neurons: np.ndarray | None = None        # (K,) hidden rows held at thinned epochs; None: all
+    full_epochs: np.ndarray = None           # type: ignore[assignment]  # (F,); default: epochs
+    full_weights: Mapping[str, np.ndarray] = None  # type: ignore[assignment]  # default: weights
+
+    def __post_init__(self) -> None:
+        if self.full_epochs is None:
+            self.full_epochs = self.epochs
+        if self.full_weights is None:
+            self.full_weights = self.weights
 
     @property
     def architecture(self) -> Architecture:
         return Architecture.from_config(self.config.model, self.config.data.d)
+
+    @property
+    def names(self) -> list[str]:
+        """Layer names, 'layer1' .. 'layerL', 'output'."""
+        return list(self.full_weights)
 
     def index(self, epoch: int) -> int:
         """Position of a recorded epoch in `epochs`; a clear error lists the recorded ones."""
@@ -82,16 +115,39 @@ class Run:
             raise ValueError(f"epoch {epoch} was not recorded: snapshots exist at {shown}")
         return int(hits[0])
 
+    def is_full(self, epoch: int) -> bool:
+        """Whether every weight was recorded at `epoch` (always, unless the record is thinned)."""
+        return bool(np.any(self.full_epochs == epoch))
+
     def layer(self, name: str, epoch: int) -> np.ndarray:
-        """Input weights (rows, cols) of layer `name` ('layer1'.., 'output') at `epoch`."""
-        if name not in self.weights:
-            raise ValueError(f"unknown layer '{name}': this run has {', '.join(self.weights)}")
-        return self.weights[name][self.index(epoch)]
+        """Input weights of layer `name` ('layer1'.., 'output') at `epoch`: a (rows, cols) copy.
+
+        At a thinned epoch a hidden layer gives only the rows ``rows(name, epoch)``.
+        """
+        if name not in self.full_weights:
+            raise ValueError(f"unknown layer '{name}': this run has {', '.join(self.full_weights)}")
+        i = self.index(epoch)
+        if self.is_full(epoch):
+            return np.array(self.full_weights[name][int(np.nonzero(self.full_epochs == epoch)[0][0])])
+        return np.array(self.weights[name][i])
+
+    def rows(self, name: str, epoch: int) -> np.ndarray:
+        """Row indices (into the whole layer) of what ``layer(name, epoch)`` returns."""
+        if self.neurons is None or self.is_full(epoch) or name == "output":
+            return np.arange(self.full_weights[name].shape[1])
+        return self.neurons
 
     def network(self, epoch: int, dtype: torch.dtype = torch.float64) -> FCNet:
-        """The network at a recorded epoch as an nn.Module."""
-        i = self.index(epoch)
-        return FCNet(self.architecture, [torch.as_tensor(w[i], dtype=dtype) for w in self.weights.values()])
+        """The network at a recorded epoch (a full one, for thinned records) as an nn.Module."""
+        self.index(epoch)
+        if not self.is_full(epoch):
+            full = ", ".join(str(e) for e in self.full_epochs)
+            raise ValueError(f"epoch {epoch} holds {len(self.neurons)} of {self.config.model.width} "
+                             f"neurons (train.snapshot_neurons); the whole network is recorded at "
+                             f"epochs {full}")
+        i = int(np.nonzero(self.full_epochs == epoch)[0][0])
+        return FCNet(self.architecture,
+                     [torch.as_tensor(np.array(self.full_weights[k][i]), dtype=dtype) for k in self.names])
 
 
 @dataclass
@@ -118,28 +174,67 @@ class RunResult:
 
 
 def write_run(run: Run, path: Path) -> Path:
-    """Write a run directory atomically and set ``run.path``."""
-    path = Path(path)
-    partial = path.with_name(path.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    atomic_write_json(partial / "config.json", run.config.to_dict())
-    epochs = np.arange(len(run.loss))
-    lines = ["epoch,loss"] + [f"{e},{v:.17g}" for e, v in zip(epochs, run.loss, strict=True)]
-    atomic_write_text(partial / "loss.csv", "\n".join(lines) + "\n")
-    atomic_write_npz(partial / "snapshots.npz", {"epochs": run.epochs, **run.weights})
-    atomic_write_npz(partial / "data.npz", {"x": run.x, "y": run.y})
+    """Write one run directory atomically and set ``run.path``."""
+    return write_runs([run], [Path(path)])[0]
+
+
+def write_runs(runs: Sequence[Run], paths: Sequence[Path]) -> list[Path]:
+    """Write run directories: all assembled as .partial, put on disk once, then renamed."""
+    partials, files = [], []
+    for run, path in zip(runs, paths, strict=True):
+        partial = path.with_name(path.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        files += _write_contents(run, partial)
+        partials.append(partial)
+    dirs = [d for p in partials for d in (p, p / "snapshots", p / "snapshots" / "full") if d.is_dir()]
+    durable(files, dirs)
+    for run, path, partial in zip(runs, paths, partials, strict=True):
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(partial, path)
+        run.path = path
+    for parent in {p.parent for p in paths}:
+        fsync_path(parent)  # the renames themselves
+    return list(paths)
+
+
+def _write_contents(run: Run, d: Path) -> list[Path]:
+    """Every file of a run directory into `d`; returns the paths (not yet synced)."""
+    lines = "\n".join(f"{e},{v:.17g}" for e, v in enumerate(run.loss.tolist()))
+    written = [_write(d / "config.json", json.dumps(run.config.to_dict(), indent=2).encode()),
+               _write(d / "loss.csv", f"epoch,loss\n{lines}\n".encode()),
+               _save(d / "data.npz", lambda fh: np.savez(fh, x=run.x, y=run.y))]
+    snap = d / "snapshots"
+    snap.mkdir()
+    written += _save_layers(snap, run.epochs, run.weights)
+    if run.neurons is not None:
+        written.append(_save(snap / "neurons.npy", lambda fh: np.save(fh, run.neurons)))
+        (snap / "full").mkdir()
+        written += _save_layers(snap / "full", run.full_epochs, run.full_weights)
     meta = {
         **run.spec.to_dict(),
         "status": run.status, "initial_stage_epoch": run.initial_stage_epoch,
         "diverged_epoch": run.diverged_epoch, "snapshot_epochs": run.epochs.tolist(),
+        "record_format": RECORD_FORMAT, "layers": run.names,
+        "snapshot_neurons": 0 if run.neurons is None else len(run.neurons),
+        "full_snapshot_epochs": np.asarray(run.full_epochs).tolist(),
         **run.meta,
     }
-    atomic_write_json(partial / "meta.json", meta)
-    if path.exists():
-        shutil.rmtree(path)
-    os.replace(partial, path)
-    run.path = path
+    written.append(_write(d / "meta.json", (json.dumps(meta, indent=2, default=_plain) + "\n").encode()))
+    return written
+
+
+def _save_layers(d: Path, epochs: np.ndarray, weights: Mapping[str, np.ndarray]) -> list[Path]:
+    out = [_save(d / "epochs.npy", lambda fh: np.save(fh, np.asarray(epochs, dtype=np.int64)))]
+    for name, array in weights.items():
+        out.append(_save(d / f"{name}.npy", lambda fh, a=array: np.save(fh, a)))
+    return out
+
+
+def _write(path: Path, data: bytes) -> Path:
+    with open(path, "wb") as fh:
+        fh.write(data)
     return path
 
 
@@ -215,26 +310,110 @@ def _check_external(path: Path, epochs: np.ndarray, weights: dict) -> None:
                               f"expected float ({len(epochs)}, rows, cols): the record is corrupt; {_FIX}")
 
 
+def _save(path: Path, writer) -> Path:
+    with open(path, "wb") as fh:
+        writer(fh)  # a contiguous array goes out in one write(), without a copy
+    return path
+
+
+def _plain(obj):
+    from ._io import _jsonable
+
+    return _jsonable(obj)
+
+
+class LazyLayers(Mapping[str, np.ndarray]):
+    """name -> the (S, rows, cols) array of DIR/name.npy, memory-mapped when first asked for.
+
+    `shapes` (name -> (rows, cols), or None to check only (S, ., .)) is checked on first access.
+    """
+
+    def __init__(self, directory: Path, names: Sequence[str], count: int,
+                 shapes: dict[str, tuple[int, int]] | None = None):
+        self.directory, self._names, self._count, self._shapes = directory, list(names), count, shapes
+        self._open: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._names:
+            raise KeyError(name)
+        if name not in self._open:
+            path = self.directory / f"{name}.npy"
+            array = _load_npy(path, mmap=True)
+            want = (self._count, *self._shapes[name]) if self._shapes else None
+            bad = array.ndim != 3 or array.shape[0] != self._count or (want and array.shape != want)
+            if bad or not np.issubdtype(array.dtype, np.floating):
+                expected = want or (self._count, "rows", "cols")
+                raise RecordError(f"'{path}' has shape {array.shape} ({array.dtype}), expected float "
+                                  f"{expected}: the record is corrupt; {_FIX}")
+            self._open[name] = array
+        return self._open[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _load_npy(path: Path, mmap: bool = False) -> np.ndarray:
+    """np.load without pickles; a missing or damaged file is named in a one-line RecordError."""
+    if not path.is_file():
+        raise RecordError(f"'{path}' is missing: the run record is incomplete; {_FIX}")
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, EOFError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise RecordError(f"'{path}' is not a readable snapshot file ({first}): the record is corrupt; "
+                          f"{_FIX}") from None
+
+
+def _snapshots_v2(snap: Path, meta: dict, config: Config) -> tuple[np.ndarray, Mapping, dict]:
+    """epochs, lazy weights and the thinning fields of a record written by condlab >= 0.2."""
+    external = meta.get("architecture") == "external"
+    arch = None if external else Architecture.from_config(config.model, config.data.d)
+    names = meta["layers"] if "layers" in meta else arch.names  # type: ignore[union-attr]
+    full_shapes = None if arch is None else dict(zip(arch.names, arch.shapes, strict=True))
+    epochs = _load_npy(snap / "epochs.npy")
+    if not (snap / "neurons.npy").is_file():
+        return epochs, LazyLayers(snap, names, len(epochs), full_shapes), {}
+    neurons = _load_npy(snap / "neurons.npy")
+    thin_shapes = None if full_shapes is None else {
+        k: (len(neurons) if k != "output" else rows, cols) for k, (rows, cols) in full_shapes.items()}
+    full_epochs = _load_npy(snap / "full" / "epochs.npy")
+    return epochs, LazyLayers(snap, names, len(epochs), thin_shapes), {
+        "neurons": neurons, "full_epochs": full_epochs,
+        "full_weights": LazyLayers(snap / "full", names, len(full_epochs), full_shapes)}
+
+
 def load_run(path: str | Path) -> Run:
-    """Read a run directory written by ``condlab train``; a corrupt part raises RecordError naming it."""
+    """Read a run directory written by condlab; snapshots stay on disk until used.
+
+    A missing or corrupt part raises RecordError naming the file.
+    """
     path = Path(path)
     meta_file = path / "meta.json"
+    if path.name.endswith(".partial"):
+        raise FileNotFoundError(f"'{path}' is an unfinished run: its .partial directory was never "
+                                "completed (renamed)")
     if not meta_file.is_file():
-        hint = " (an unfinished run: its .partial directory was never completed)" if \
-            path.name.endswith(".partial") else ""
-        raise FileNotFoundError(f"'{path}' is not a condlab run directory: no meta.json{hint}")
+        raise FileNotFoundError(f"'{path}' is not a condlab run directory: no meta.json")
     meta = _json(meta_file)
     try:
         config = Config.from_dict(_json(path / "config.json"))
     except ConfigError as err:
         raise RecordError(f"'{path / 'config.json'}': {err}") from None
-    snap = _npz(path / "snapshots.npz", ["epochs"])
-    epochs = snap.pop("epochs")
     data = _npz(path / "data.npz", ["x", "y"])
-    if meta.get("architecture") == "external":  # condlab.Tracker: layers of a model condlab did not build
-        _check_external(path, epochs, snap)
-    else:
-        _check_shapes(path, config, epochs, snap, data["x"])
+    thin: dict = {}
+    if (path / "snapshots").is_dir():
+        epochs, weights, thin = _snapshots_v2(path / "snapshots", meta, config)
+    else:  # condlab 0.1.0: one compressed snapshots.npz, read whole
+        snap = _npz(path / "snapshots.npz", ["epochs"])
+        epochs = snap.pop("epochs")
+        if meta.get("architecture") == "external":  # condlab.Tracker: layers condlab did not build
+            _check_external(path, epochs, snap)
+        else:
+            _check_shapes(path, config, epochs, snap, data["x"])
+        weights = snap
     try:
         loss = np.loadtxt(path / "loss.csv", delimiter=",", skiprows=1, ndmin=2)[:, 1]
     except (ValueError, IndexError, OSError):
@@ -242,8 +421,8 @@ def load_run(path: str | Path) -> Run:
                           f"corrupt; {_FIX}") from None
     try:
         spec = RunSpec.from_meta(meta)
-        return Run(config, spec, epochs, snap, loss, data["x"], data["y"], status=meta["status"],
+        return Run(config, spec, epochs, weights, loss, data["x"], data["y"], status=meta["status"],
                    initial_stage_epoch=meta["initial_stage_epoch"],
-                   diverged_epoch=meta["diverged_epoch"], meta=meta, path=path)
+                   diverged_epoch=meta["diverged_epoch"], meta=meta, path=path, **thin)
     except (KeyError, TypeError) as err:  # TypeError: RunSpec.from_meta missing a required field
         raise RecordError(f"'{meta_file}' lacks a key ({err}): the record is corrupt; {_FIX}") from None

@@ -26,6 +26,7 @@ from ._dropout import Dropout
 from ._models import BatchedNet, augment
 from ._optim import Hyper, Optimizer, get_optimizer
 from ._records import RunSpec
+from ._snapshots import BatchSnapshots, SnapshotRecorder
 
 DIVERGENCE_CHECK_EVERY = 50
 
@@ -39,7 +40,7 @@ class BatchOutcome:
     """Raw arrays of a batch (R runs, S snapshots, E epochs)."""
 
     epochs: np.ndarray                  # (S,) snapshot epochs
-    snapshots: list[list[np.ndarray]]   # [layer][s] -> (R, rows, cols)
+    snapshots: BatchSnapshots           # [layer] -> (R, S, rows, cols), training dtype
     loss: np.ndarray                    # (last_epoch + 1, R); NaN after a run diverged
     diverged_epoch: list[int | None]    # first epoch with a non-finite loss, per run
     last_epoch: int                     # last epoch reached (< E when interrupted)
@@ -140,6 +141,7 @@ def train_batch(
     checkpoint_seconds: float = 0.0,
     should_stop: Callable[[], bool] | None = None,
     progress=None,
+    recorder: SnapshotRecorder | None = None,
 ) -> BatchOutcome:
     """Train every run of `net` for `epochs` full-batch steps; x (n, d), y (n, d_out).
 
@@ -150,6 +152,7 @@ def train_batch(
     `checkpoint_seconds` and when `should_stop()` turns true, which ends the batch cleanly;
     a run whose loss turns NaN/inf is stopped where it happened (its later snapshots are
     dropped); a KeyboardInterrupt ends the batch and returns what was recorded.
+    `recorder` assembles the record's snapshots (default: every layer in full).
     """
     runs, fresh = net.runs, state is None
     # materialized once: the data never change, and bmm is fastest on contiguous batches
@@ -193,7 +196,8 @@ def train_batch(
         interrupted = True
         epoch = max(epoch - 1, 0)  # the interrupted epoch may be half-done
         _stop_diverged(net, opt, state, epoch)
-    return _outcome(net, state, epoch, interrupted)
+    recorder = recorder if recorder is not None else SnapshotRecorder(snapshot_at, epochs)
+    return _outcome(net, state, epoch, interrupted, recorder)
 
 
 def _loss_and_grad(net: BatchedNet, xb, yb, dropout: Dropout | None, loss: torch.Tensor, epoch: int) -> None:
@@ -216,17 +220,23 @@ def _stop_diverged(net: BatchedNet, opt: Optimizer, state: LoopState, epoch: int
     state.checked = epoch + 1
 
 
-def _outcome(net: BatchedNet, state: LoopState, last_epoch: int, interrupted: bool) -> BatchOutcome:
+def _outcome(net: BatchedNet, state: LoopState, last_epoch: int, interrupted: bool,
+             recorder: SnapshotRecorder) -> BatchOutcome:
     """The epochs that ran (0..last_epoch): loss rows, snapshots, divergence."""
     loss_np = state.loss[: last_epoch + 1].double().cpu().numpy()
     for run, bad_epoch in state.diverged.items():
         loss_np[bad_epoch:, run] = np.nan
-    taken = [(e, flat) for e, flat in state.taken if e <= last_epoch]
-    views = [net.views(flat) for _, flat in taken]
-    layers = [[v[k].double().cpu().numpy() for v in views] for k in range(len(net.weights))]
+    # Each copy of net.flat goes into the record (training dtype, thinned if asked) and is
+    # released at once: the peak is one copy of the snapshots plus one snapshot.
+    taken, state.taken = state.taken, []
+    while taken:
+        epoch, flat = taken.pop(0)
+        if epoch <= last_epoch:
+            recorder.take(epoch, net.views(flat))
+    snapshots = recorder.result(last_epoch)
     return BatchOutcome(
-        epochs=np.array([e for e, _ in taken], dtype=np.int64),
-        snapshots=layers,
+        epochs=snapshots.epochs,
+        snapshots=snapshots,
         loss=loss_np,
         diverged_epoch=[state.diverged.get(r) for r in range(net.runs)],
         last_epoch=last_epoch,

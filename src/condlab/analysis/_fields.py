@@ -23,6 +23,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 SigmaPrime = Callable[[Any], Any]
+ROW_BLOCK = 1 << 21  # values of sigma'(w . x) held at once by `velocities`
 
 
 def _np(a: Any) -> np.ndarray:
@@ -60,8 +61,12 @@ def velocities(W: Any, X: Any, e: Any, sigma_prime: SigmaPrime) -> np.ndarray:
     """W (m, q) -> (m, q): omega' = -(1/n) sum_i e_i x_i sigma'(w_j . x_i) at each neuron's w_j."""
     X, e = _data_2d(X, e, q=None)
     W = np.atleast_2d(_np(W))
-    S = _apply(sigma_prime, W @ X.T)  # (m, n)
-    return -(S * e) @ X / len(e)
+    out = np.empty_like(W)
+    step = max(1, ROW_BLOCK // max(len(e), 1))  # blocks of rows: a wide layer never holds (m, n)
+    for r in range(0, W.shape[0], step):
+        S = _apply(sigma_prime, W[r:r + step] @ X.T)  # (block, n)
+        out[r:r + step] = -(S * e) @ X / len(e)
+    return out
 
 
 def direction_field(

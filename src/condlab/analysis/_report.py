@@ -14,19 +14,29 @@ For layer k at a snapshot epoch, condlab reports
 Residuals keep every output, shape (n, d_out): with vector output weights the p = 1 line is
 the top right singular vector of G = EᵀX/n, not the direction of the summed residual (see
 analysis/_theory.py). Layer inputs x^[k-1] carry the appended 1.
+
+Wide layers: forward passes run on blocks of points (at most POINT_BLOCK hidden values at a
+time), and a one-hidden-layer history holds the inputs x, never the (n, m) hidden layer. In a
+thinned record (``train.snapshot_neurons``) an intermediate epoch holds K of the m neurons:
+they are measured, and the predictions use the residuals of the epochs recorded in full
+(gradient@snapshot is left out there; the note says so).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from .._models import augment
 from .._records import Run
 from ._orientations import Orientations, count_orientations
 from ._replay import History, replay_neurons
 from ._theory import Prediction, flow_for_optimizer, line_angles, predict_lines
+
+POINT_BLOCK = 1 << 22  # hidden values per block of points in a forward pass (32 MiB in float64)
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,7 @@ class LayerReport:
     predictions: dict[str, Prediction] = field(default_factory=dict)
     angles: dict[str, list[float]] = field(default_factory=dict)
     note: str = ""
+    rows: np.ndarray | None = None   # rows of the layer measured (thinned epoch); None: all
 
     @property
     def within_bound(self) -> bool | None:
@@ -63,6 +74,7 @@ class LayerReport:
                                 "mean_angle_deg": _mean(self.angles.get(k, []))}
                             for k, v in self.predictions.items()},
             "best_prediction": self.best, "note": self.note,
+            "measured_rows": None if self.rows is None else [int(i) for i in self.rows],
         }
 
 
@@ -70,22 +82,62 @@ def _mean(values: list[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def run_history(run: Run, until: int) -> list[History]:
-    """Per hidden layer: its inputs and the residuals at every recorded epoch <= until.
+def forward_blocks(net, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Inputs (n, cols_k) of every hidden layer and outputs f (n, d_out) of an FCNet at x (n, d).
 
-    One forward pass per snapshot serves every layer (the snapshots hold all weights).
+    Runs on blocks of points so that a layer of width m holds at most POINT_BLOCK values at once;
+    the last hidden layer's output is never kept whole.
     """
-    x, y = torch.as_tensor(run.x), torch.as_tensor(run.y)
-    epochs = [int(e) for e in run.epochs if e <= until]
+    step = max(1, POINT_BLOCK // max(net.arch.width, 1))
+    depth = net.arch.depth
+    if depth == 1:
+        return [augment(x)], _one_layer_outputs(net, x, step)
+    kept: list[list[torch.Tensor]] = [[] for _ in range(depth)]
+    outputs = []
+    with torch.no_grad():
+        for start in range(0, x.shape[0], step):
+            hidden = net.hidden(x[start:start + step])
+            for k in range(depth):
+                kept[k].append(hidden[k])
+            outputs.append(hidden[-1] @ net.layers[-1].T)
+    return [torch.cat(k) for k in kept], torch.cat(outputs)
+
+
+def _one_layer_outputs(net, x: torch.Tensor, step: int) -> torch.Tensor:
+    """f (n, d_out) of a one-hidden-layer FCNet, block after block of points in reused buffers.
+
+    Fresh (block, m) tensors per block leave the allocator's heap fragmented (measured: 2 GiB
+    retained at m = 1e6); three buffers allocated once keep the peak at three blocks.
+    """
+    arch, (W, A) = net.arch, net.layers
+    m = arch.width
+    z, h, slope = (torch.empty(min(step, x.shape[0]), m, dtype=W.dtype) for _ in range(3))
+    outputs = []
+    with torch.no_grad():
+        for start in range(0, x.shape[0], step):
+            xa = augment(x[start:start + step].to(W.dtype))
+            b = xa.shape[0]
+            torch.matmul(xa, W.T, out=z[:b])
+            arch.activations[0].value_and_grad(z[:b], h[:b], slope[:b])
+            f = h[:b] @ A[:, :m].T
+            outputs.append(f + A[:, m] if arch.output_bias else f)
+    return torch.cat(outputs)
+
+
+def run_history(run: Run, until: int) -> list[History]:
+    """Per hidden layer: its inputs and the residuals at every fully recorded epoch <= until.
+
+    One forward pass per snapshot serves every layer.
+    """
+    x, y = torch.as_tensor(run.x, dtype=torch.float64), torch.as_tensor(run.y, dtype=torch.float64)
+    epochs = [int(e) for e in run.full_epochs if e <= until]
     inputs: list[list[np.ndarray]] = [[] for _ in range(run.config.model.depth)]
     residuals = []
-    with torch.no_grad():
-        for epoch in epochs:
-            net = run.network(epoch)
-            hidden = net.hidden(x)
-            for k, layer_inputs in enumerate(inputs):
-                layer_inputs.append(hidden[k].numpy())
-            residuals.append((hidden[-1] @ net.layers[-1].T - y).numpy())  # (n, d_out)
+    for epoch in epochs:
+        hidden, f = forward_blocks(run.network(epoch), x)
+        for k, layer_inputs in enumerate(inputs):
+            layer_inputs.append(hidden[k].numpy())
+        residuals.append((f - y).numpy())  # (n, d_out)
     return [History(np.array(epochs), np.stack(layer), np.stack(residuals)) for layer in inputs]
 
 
@@ -123,7 +175,13 @@ def analyze_layer(run: Run, layer: int, epoch: int, *, replay: bool = True, pred
     name = f"layer{layer + 1}"
     act = run.architecture.activations[layer]
     orientations = count_orientations(run.layer(name, epoch), **(count_kwargs or {}))
-    report = LayerReport(name, epoch, act.name, act.multiplicity, orientations)
+    full = run.is_full(epoch)
+    report = LayerReport(name, epoch, act.name, act.multiplicity, orientations,
+                         rows=None if full else run.rows(name, epoch))
+    if not full:
+        shown = ", ".join(str(int(e)) for e in run.full_epochs if e <= epoch)
+        report = _with_note(report, f"thinned snapshot: {len(report.rows)} of {run.config.model.width} "
+                            f"neurons measured; predictions use the residuals at epochs {shown}")
     if act.multiplicity is None:
         return _with_note(report, f"multiplicity undefined ({act.note}): no leading-order theory")
     if not predict:
@@ -136,6 +194,8 @@ def analyze_layer(run: Run, layer: int, epoch: int, *, replay: bool = True, pred
                             ("gradient@init", "gradient", "init"), ("sign@init", "sign", "init")]:
         if flow == "sign" and flow_for_optimizer(run.config.train.optimizer) != "sign":
             continue
+        if when == "snapshot" and not full:
+            continue  # the residual at a thinned epoch is unknown
         i = at[when]
         report.predictions[key] = predict_lines(history.inputs[i], history.residuals[i], p,
                                                 flow=flow, coefficient=coef)
@@ -170,5 +230,4 @@ def replay_prediction(run: Run, history: History, p: int, coef: float, epoch: in
 
 
 def _with_note(report: LayerReport, note: str) -> LayerReport:
-    return LayerReport(report.layer, report.epoch, report.activation, report.p,
-                       report.orientations, report.predictions, report.angles, note)
+    return dataclasses.replace(report, note="; ".join(n for n in (report.note, note) if n))

@@ -1,4 +1,10 @@
-"""Cosine-similarity heat maps of hidden neurons' input weights (the paper's Figs. 2-4)."""
+"""Cosine-similarity heat maps of hidden neurons' input weights (the paper's Figs. 2-4).
+
+A map of m neurons is m x m; above MAX_NEURONS (2000) neurons the map shows a stated,
+reproducible sample: MAX_NEURONS neurons evenly spaced along the drawn order (so every
+condensed group keeps its share of the picture); the title says "[sample: 2,000 of m neurons]"
+and the axes count positions in the sample.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from ._style import COSINE_CMAP, new_figure, root_figure, styled
 
 CBAR_LABEL = r"$D(\mathbf{u}, \mathbf{v})$"
 CBAR_TICKS = (-1.0, -0.5, 0.0, 0.5, 1.0)
+MAX_NEURONS = 2000
 
 
 def _permutation(order: Any, m: int) -> np.ndarray:
@@ -32,12 +39,25 @@ def _permutation(order: Any, m: int) -> np.ndarray:
     return idx
 
 
-def _draw_cosine(ax: Axes, W: Any, order: Any, title: str, *, xlabel: bool, ylabel: bool) -> AxesImage:
-    """Draw the eq. 5 matrix of W's rows, permuted by `order`, into `ax`."""
-    D = cosine_matrix(as_matrix(W))
-    idx = _permutation(order, D.shape[0])
+def heatmap_rows(m: int, order: Any = None, max_neurons: int = MAX_NEURONS) -> tuple[np.ndarray, str]:
+    """Rows drawn, in drawing order, for a map of m neurons, and the note that states a sample."""
+    idx = _permutation(order, m)
+    if max_neurons < 2:
+        raise ValueError(f"max_neurons must be >= 2, got {max_neurons}")
+    if m <= max_neurons:
+        return idx, ""
+    pick = idx[np.linspace(0, m - 1, max_neurons).round().astype(np.int64)]
+    return pick, f"[sample: {max_neurons:,} of {m:,} neurons]"
+
+
+def _draw_cosine(ax: Axes, W: Any, order: Any, title: str, *, xlabel: bool, ylabel: bool,
+                 max_neurons: int = MAX_NEURONS) -> AxesImage:
+    """Draw the eq. 5 matrix of W's rows, permuted by `order` (sampled above max_neurons), into `ax`."""
+    W = np.asarray(W) if not hasattr(W, "detach") else W
+    idx, note = heatmap_rows(W.shape[0], order, max_neurons)
+    title = f"{title}\n{note}" if note and title else (title or note)
     im = ax.imshow(
-        D[np.ix_(idx, idx)], cmap=COSINE_CMAP, vmin=-1.0, vmax=1.0,
+        cosine_matrix(as_matrix(W[idx])), cmap=COSINE_CMAP, vmin=-1.0, vmax=1.0,
         interpolation="nearest", origin="upper", aspect="equal",
     )
     for axis in (ax.xaxis, ax.yaxis):
@@ -46,10 +66,11 @@ def _draw_cosine(ax: Axes, W: Any, order: Any, title: str, *, xlabel: bool, ylab
     for spine in ax.spines.values():  # an image is framed on all four sides
         spine.set_visible(True)
         spine.set_linewidth(0.6)
+    label = "sampled neuron" if note else "neuron index"
     if xlabel:
-        ax.set_xlabel("neuron index")
+        ax.set_xlabel(label)
     if ylabel:
-        ax.set_ylabel("neuron index")
+        ax.set_ylabel(label)
     if title:
         ax.set_title(title)
     return im
@@ -64,15 +85,19 @@ def _colorbar(fig: Figure, im: AxesImage, ax: Axes | list[Axes]) -> None:
 
 @styled
 def cosine_heatmap(
-    W: np.ndarray, order: np.ndarray | None = None, *, ax: Axes | None = None, title: str = ""
+    W: np.ndarray, order: np.ndarray | None = None, *, ax: Axes | None = None, title: str = "",
+    max_neurons: int = MAX_NEURONS,
 ) -> Figure:
-    """Heat map of the cosine similarity D(u, v) of W's rows, as in the paper's Figs. 2-4."""
+    """Heat map of the cosine similarity D(u, v) of W's rows, as in the paper's Figs. 2-4.
+
+    Above `max_neurons` rows it draws a sample of them, evenly spaced along `order` (see module).
+    """
     if ax is None:
         fig = new_figure(3.6, 3.0)
         ax = fig.add_subplot()
     else:
         fig = root_figure(ax)
-    im = _draw_cosine(ax, W, order, title, xlabel=True, ylabel=True)
+    im = _draw_cosine(ax, W, order, title, xlabel=True, ylabel=True, max_neurons=max_neurons)
     _colorbar(ax.figure, im, ax)  # type: ignore[arg-type]
     return fig
 
@@ -85,7 +110,8 @@ def _subcaption(i: int, title: str) -> str:
 
 @styled
 def cosine_panels(
-    panels: list[tuple[str, np.ndarray, np.ndarray | None]], *, ncols: int | None = None, suptitle: str = ""
+    panels: list[tuple[str, np.ndarray, np.ndarray | None]], *, ncols: int | None = None, suptitle: str = "",
+    max_neurons: int = MAX_NEURONS,
 ) -> Figure:
     """A row of (a), (b), ... cosine heat maps with one shared colour bar, like the paper's Figs. 2-4."""
     if not panels:
@@ -101,7 +127,8 @@ def cosine_panels(
     for i, (title, W, order) in enumerate(panels):
         r, c = divmod(i, ncols)
         last_in_col = i + ncols >= n
-        im = _draw_cosine(axes[r, c], W, order, _subcaption(i, title), xlabel=last_in_col, ylabel=c == 0)
+        im = _draw_cosine(axes[r, c], W, order, _subcaption(i, title), xlabel=last_in_col, ylabel=c == 0,
+                          max_neurons=max_neurons)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     assert im is not None
