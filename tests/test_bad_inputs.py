@@ -49,19 +49,17 @@ def _build(w: Path) -> None:
     seed0 = w / "runs/earlier/seed0"
     for name in ("trunc", "empty", "pickled", "shape", "meta", "nodata", "loss"):
         shutil.copytree(seed0, bad / name)
-    snap = (seed0 / "snapshots.npz").read_bytes()
-    (bad / "trunc/snapshots.npz").write_bytes(snap[: len(snap) // 2])
-    (bad / "empty/snapshots.npz").write_bytes(b"")
-    (bad / "pickled/snapshots.npz").write_bytes(pickle.dumps({"epochs": [0]}))
-    with np.load(seed0 / "snapshots.npz") as z:
-        arrays = dict(z)
-    arrays["layer1"] = arrays["layer1"][:, :2]  # 2 of 4 neurons: a wrong-shaped snapshot
-    np.savez(bad / "shape/snapshots.npz", **arrays)
+    snap = (seed0 / "snapshots/layer1.npy").read_bytes()
+    (bad / "trunc/snapshots/layer1.npy").write_bytes(snap[: len(snap) // 2])
+    (bad / "empty/snapshots/layer1.npy").write_bytes(b"")
+    (bad / "pickled/snapshots/layer1.npy").write_bytes(pickle.dumps({"epochs": [0]}))
+    layer1 = np.load(seed0 / "snapshots/layer1.npy")
+    np.save(bad / "shape/snapshots/layer1.npy", layer1[:, :2])  # 2 of 4 neurons: a wrong-shaped snapshot
     (bad / "meta/meta.json").write_text('{"seed": 0, ')
     (bad / "nodata/data.npz").unlink()
     (bad / "loss/loss.csv").write_text("epoch,loss\n0,abc,,\n")
     shutil.copytree(w / "runs/earlier", bad / "batch")
-    (bad / "batch/seed1/snapshots.npz").write_bytes(snap[:100])
+    (bad / "batch/seed1/snapshots/layer1.npy").write_bytes(snap[:100])
     shutil.copytree(w / "runs/earlier", bad / "batchjson")
     (bad / "batchjson/batch.json").write_text("{not json")
     cifar = w / "evil/cifar-10-batches-py"
@@ -159,9 +157,10 @@ CASES = [
     ("act-unknown", _act("tanhh"), 2, ["'tanhh'", "known activations"], ""),
     ("activations-syntax", ["activations", "x**"], 2, ["x**", "invalid syntax"], ""),
     # --- corrupt records and impossible analysis options
-    ("npz-truncated", ["analyze", "bad/trunc", "--no-figures"], 2, ["snapshots.npz", "truncated"], SUB),
-    ("npz-empty", ["analyze", "bad/empty", "--no-figures"], 2, ["bad/empty/snapshots.npz", "corrupt"], ""),
-    ("npz-pickled", ["analyze", "bad/pickled", "--no-figures"], 2, ["snapshots.npz", "does not load"], ""),
+    ("npy-truncated", ["analyze", "bad/trunc", "--no-figures"], 2, ["layer1.npy", "not a readable"], SUB),
+    ("npy-empty", ["analyze", "bad/empty", "--no-figures"], 2,
+     ["bad/empty/snapshots/layer1.npy", "corrupt"], ""),
+    ("npy-pickled", ["analyze", "bad/pickled", "--no-figures"], 2, ["layer1.npy", "does not load"], ""),
     ("npz-wrong-shape", ["analyze", "bad/shape", "--no-figures"], 2,
      ["layer1", "has shape", "(5, 4, 3)"], ""),
     ("meta-json", ["analyze", "bad/meta", "--no-figures"], 2, ["bad/meta/meta.json", "not valid JSON"], ""),
@@ -169,7 +168,7 @@ CASES = [
     ("loss-csv", ["analyze", "bad/loss", "--no-figures"], 2, ["loss.csv", "epoch,loss"], ""),
     ("batch-json", ["analyze", "bad/batchjson", "--no-figures"], 2, ["batch.json", "not valid JSON"], ""),
     ("batch-one-corrupt", ["analyze", "bad/batch", "--no-figures", "--no-replay"], 2,
-     ["seed1", "snapshots.npz"], ""),
+     ["seed1", "layer1.npy"], ""),
     ("not-a-run", ["analyze", "repro", "--no-figures"], 2, ["'repro'", "no meta.json"], ""),
     ("no-such-path", ["analyze", "nowhere", "--no-figures"], 2, ["'nowhere'", "not a folder"], ""),
     ("cos-above-1", ["analyze", "runs/earlier", "--cos-threshold", "1.5"], 2, ["--cos-threshold 1.5"], ""),

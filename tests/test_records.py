@@ -116,7 +116,7 @@ def test_snapshot_files_are_plain_npy_in_the_training_dtype(batch):
     assert layer1.dtype == np.float32 and layer1.shape == (4, 50, 6)
     np.testing.assert_array_equal(np.load(snap / "epochs.npy"), [0, 10, 20, 30])
     meta = json.loads((run.path / "meta.json").read_text())
-    assert meta["record_format"] == 2 and meta["layers"] == ["layer1", "output"]
+    assert meta["record_format"] == 2 and meta["snapshot_layers"] == ["layer1", "output"]
     assert meta["snapshot_neurons"] == 0 and meta["full_snapshot_epochs"] == [0, 10, 20, 30]
 
 
@@ -209,7 +209,7 @@ def test_records_of_condlab_0_1_0_still_load_and_analyse(batch, tmp_path):
     np.savez_compressed(old / "snapshots.npz", epochs=np.load(old / "snapshots" / "epochs.npy"), **arrays)
     shutil.rmtree(old / "snapshots")
     meta = json.loads((old / "meta.json").read_text())
-    for key in ("record_format", "layers", "snapshot_neurons", "full_snapshot_epochs"):
+    for key in ("record_format", "snapshot_layers", "snapshot_neurons", "full_snapshot_epochs"):
         del meta[key]
     (old / "meta.json").write_text(json.dumps(meta))
     back = condlab.load_run(old)

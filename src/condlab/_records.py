@@ -2,7 +2,7 @@
 
     RUN_DIR/
       config.json      the resolved config of this one run (one seed, one lr, one init_std)
-      meta.json        seed, lr, init_std, status, initial-stage epoch, layer names, versions, commit
+      meta.json        seed, lr, init_std, status, initial-stage epoch, snapshot layers, versions, commit
       loss.csv         epoch,loss for every epoch (eq. 3)
       data.npz         x (n, d), y (n, d_out): the training set
       snapshots/
@@ -216,7 +216,7 @@ def _write_contents(run: Run, d: Path) -> list[Path]:
         **run.spec.to_dict(),
         "status": run.status, "initial_stage_epoch": run.initial_stage_epoch,
         "diverged_epoch": run.diverged_epoch, "snapshot_epochs": run.epochs.tolist(),
-        "record_format": RECORD_FORMAT, "layers": run.names,
+        "record_format": RECORD_FORMAT, "snapshot_layers": list(run.weights),
         "snapshot_neurons": 0 if run.neurons is None else len(run.neurons),
         "full_snapshot_epochs": np.asarray(run.full_epochs).tolist(),
         **run.meta,
@@ -362,6 +362,10 @@ def _load_npy(path: Path, mmap: bool = False) -> np.ndarray:
     try:
         return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except (ValueError, EOFError) as err:
+        if "pickle" in str(err):  # numpy's message suggests unsafe loading: never
+            raise RecordError(f"'{path}' holds pickled Python objects or other data, not a numeric "
+                              "array, so condlab does not load it: it is not a condlab record or was "
+                              "altered") from None
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise RecordError(f"'{path}' is not a readable snapshot file ({first}): the record is corrupt; "
                           f"{_FIX}") from None
@@ -371,7 +375,7 @@ def _snapshots_v2(snap: Path, meta: dict, config: Config) -> tuple[np.ndarray, M
     """epochs, lazy weights and the thinning fields of a record written by condlab >= 0.2."""
     external = meta.get("architecture") == "external"
     arch = None if external else Architecture.from_config(config.model, config.data.d)
-    names = meta["layers"] if "layers" in meta else arch.names  # type: ignore[union-attr]
+    names = meta["snapshot_layers"] if "snapshot_layers" in meta else arch.names  # type: ignore[union-attr]
     full_shapes = None if arch is None else dict(zip(arch.names, arch.shapes, strict=True))
     epochs = _load_npy(snap / "epochs.npy")
     if not (snap / "neurons.npy").is_file():
