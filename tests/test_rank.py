@@ -99,5 +99,6 @@ def test_condlab_analyze_reports_the_model_rank(tmp_path, capsys):
     condlab.train(cfg, out=tmp_path / "b")
     assert main(["analyze", str(tmp_path / "b" / "seed0"), "--no-figures", "--no-replay"]) == 0
     assert "model rank" in capsys.readouterr().out
-    data = json.loads((tmp_path / "b" / "seed0" / "analysis" / "epoch30" / "analysis.json").read_text())
+    out = tmp_path / "b" / "seed0" / "analysis" / "epoch30-noreplay"  # keyed by the options
+    data = json.loads((out / "analysis.json").read_text())
     assert 1 <= data["model_rank"]["rank"] <= 40 and data["model_rank"]["n_params"] == 12 * 2 + 13
