@@ -21,6 +21,17 @@ import numpy as np
 import torch
 
 
+def trim_heap() -> None:
+    """Give freed heap memory back to the OS: glibc keeps many small freed blocks otherwise, so
+    copies released while the record is assembled would still count as resident. No-op elsewhere."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def thinned_neurons(width: int, keep: int) -> np.ndarray | None:
     """The `keep` hidden neurons recorded at every snapshot, evenly spread; None keeps them all."""
     if keep <= 0 or keep >= width:

@@ -26,7 +26,7 @@ from ._dropout import Dropout
 from ._models import BatchedNet, augment
 from ._optim import Hyper, Optimizer, get_optimizer
 from ._records import RunSpec
-from ._snapshots import BatchSnapshots, SnapshotRecorder
+from ._snapshots import BatchSnapshots, SnapshotRecorder, trim_heap
 
 DIVERGENCE_CHECK_EVERY = 50
 
@@ -228,11 +228,16 @@ def _outcome(net: BatchedNet, state: LoopState, last_epoch: int, interrupted: bo
         loss_np[bad_epoch:, run] = np.nan
     # Each copy of net.flat goes into the record (training dtype, thinned if asked) and is
     # released at once: the peak is one copy of the snapshots plus one snapshot.
-    taken, state.taken = state.taken, []
+    taken, state.taken, freed = state.taken, [], 0
     while taken:
         epoch, flat = taken.pop(0)
         if epoch <= last_epoch:
             recorder.take(epoch, net.views(flat))
+        freed += flat.numel() * flat.element_size()
+        del flat
+        if freed > 1 << 25:
+            trim_heap()
+            freed = 0
     snapshots = recorder.result(last_epoch)
     return BatchOutcome(
         epochs=snapshots.epochs,
