@@ -1,15 +1,17 @@
 """Weight snapshots: taken during training in the training dtype, thinned for wide layers.
 
-``SnapshotRecorder`` is what a trainer calls at each snapshot epoch; it copies the weights
-straight into one preallocated numpy array per layer, laid out (R, S, rows, cols) so that each
-run's snapshots are one contiguous block (written to disk with a single write, no copy).
+``SnapshotRecorder`` copies each snapshot straight into one preallocated numpy array per layer,
+laid out (R, S, rows, cols) so that each run's snapshots are one contiguous block (written to
+disk with a single write, no copy); the trainer feeds it the copies it took and releases each.
 
 Thinning (``train.snapshot_neurons = K > 0``, for wide layers): at epoch 0 and the last epoch
 every weight is recorded in full; at every snapshot epoch (those two included) the hidden
 layers keep only the rows of K fixed neurons, evenly spread over 0..m-1
 (``thinned_neurons``; neurons are exchangeable at initialization, so an even spread is a
 fair sample that needs no seed). The output layer, (d_out, m + 1), is kept whole at every
-snapshot. Memory: K x cols per hidden layer per snapshot instead of m x cols.
+snapshot. The record (disk, and what analysis reads) then holds K x cols per hidden layer per
+snapshot instead of m x cols. The trainer still keeps full copies until the batch ends,
+because its checkpoints (``_checkpoint.py``) store them: one copy in the training dtype.
 """
 
 from __future__ import annotations
