@@ -167,10 +167,12 @@ def _add_model_rank(run: Run, epoch: int, result: RunAnalysis) -> None:
     x = run.x[:RANK_INPUTS]
     n_params = sum(r * c for r, c in run.architecture.shapes)
     rows = len(x) * run.config.model.d_out
-    if rows * n_params > RANK_MAX_ENTRIES:
-        result.model_rank = {"skipped": f"Jacobian of {rows} x {n_params} entries is above "
-                                        f"{RANK_MAX_ENTRIES:.0e}; call condlab.analysis.model_rank "
-                                        "on fewer inputs"}
+    # jacrev also holds one (n, m) activation per output row: rows x n x m values
+    work = rows * len(x) * run.config.model.width
+    if max(rows * n_params, work) > RANK_MAX_ENTRIES:
+        result.model_rank = {"skipped": f"Jacobian of {rows} x {n_params} entries (computed through "
+                                        f"{work:.2g} activations) is above {RANK_MAX_ENTRIES:.0e}; "
+                                        "call condlab.analysis.model_rank on fewer inputs"}
         return
     rank = model_rank(run, x, epoch=epoch)
     result.model_rank = {k: v for k, v in rank.to_dict().items() if k != "singular_values"}
