@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -124,9 +125,7 @@ def test_sweep_writes_table_and_resumes_without_retraining(tmp_path):
     assert "nothing to train" in again.summary()
     # one run lost: only it is trained again, the others are untouched
     victim = dirs[5]
-    for f in victim.iterdir():
-        f.unlink()
-    victim.rmdir()
+    shutil.rmtree(victim)  # a run directory holds a snapshots/ folder
     third = condlab.sweep(TINY, out=tmp_path, progress=False)
     assert (third.trained, third.skipped) == (1, 15)
     for d in dirs:
@@ -182,6 +181,11 @@ def _sweep_cmd(spec: Path, out: Path) -> list[str]:
     return [sys.executable, "-m", "condlab", "sweep", str(spec), "--out", str(out), "--no-progress"]
 
 
+def _finished(out: Path) -> list[Path]:
+    """meta.json of finished runs (a NAME.partial folder being assembled has one too)."""
+    return [p for p in (out / "runs").glob("*/meta.json") if not p.parent.name.endswith(".partial")]
+
+
 def test_cli_resumes_after_kill_9_without_retraining_a_finished_run(tmp_path):
     # 6 batches (widths) of 2 runs; kill -9 once the first runs are on disk
     spec = tmp_path / "spec.yaml"
@@ -192,14 +196,14 @@ def test_cli_resumes_after_kill_9_without_retraining_a_finished_run(tmp_path):
     proc = subprocess.Popen(_sweep_cmd(spec, out), env=env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if len(list((out / "runs").glob("*/meta.json"))) >= 2:
+        if len(_finished(out)) >= 2:
             break
         time.sleep(0.02)
     if proc.poll() is not None:
         pytest.fail("the sweep finished before it could be killed: make the spec longer")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    before = {p.parent.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*/meta.json")}
+    before = {p.parent.name: p.stat().st_mtime_ns for p in _finished(out)}
     assert 2 <= len(before) < 12
     again = condlab.sweep(spec, out=out, progress=False)  # resumed in-process: one import less
     assert (again.trained, again.skipped, again.failed) == (12 - len(before), len(before), 0)
