@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 import condlab
+from _reference import Reference
 from condlab._config import ConfigError
 from condlab._dropout import dropout_seed
 from condlab._models import Architecture, BatchedNet, init_weights
@@ -22,37 +23,6 @@ from condlab.analysis._replay import History, replay_neurons
 
 STEPS = 50
 TOL = 1e-9
-
-
-class Reference(nn.Module):
-    """One network from nn.Linear layers, with dropout masks supplied from outside."""
-
-    def __init__(self, arch: Architecture, weights: list[torch.Tensor]):
-        super().__init__()
-        self.arch = arch
-        self.hidden = nn.ModuleList()
-        for w in weights[:-1]:
-            lin = nn.Linear(w.shape[1] - 1, w.shape[0]).double()
-            lin.weight.data.copy_(w[:, :-1])
-            lin.bias.data.copy_(w[:, -1])
-            self.hidden.append(lin)
-        self.out = nn.Linear(arch.width, arch.d_out).double()
-        self.out.weight.data.copy_(weights[-1][:, :-1])
-        self.out.bias.data.copy_(weights[-1][:, -1])
-
-    def forward(self, x, masks=None):
-        h = x
-        for k, lin in enumerate(self.hidden):
-            z = self.arch.activations[k].fn(lin(h))
-            if masks is not None:
-                z = z * masks[k]
-            h = z + h if (self.arch.name == "residual" and k > 0) else z
-        return self.out(h)
-
-    def flat_weights(self) -> list[torch.Tensor]:
-        ws = [torch.cat([lin.weight, lin.bias[:, None]], 1) for lin in self.hidden]
-        ws.append(torch.cat([self.out.weight, self.out.bias[:, None]], 1))
-        return [w.detach() for w in ws]
 
 
 def torch_optimizer(name: str, params, spec: RunSpec, nesterov: bool = False):

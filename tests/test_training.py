@@ -3,47 +3,14 @@
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 import condlab
+from _reference import Reference
 from condlab._models import Architecture, BatchedNet, init_weights
 from condlab._records import RunSpec
 from condlab._training import TrainingWarning, initial_stage_end, train_batch
 
 STEPS = 50
-
-
-class Reference(nn.Module):
-    """A plain PyTorch network built independently of condlab (nn.Linear layers)."""
-
-    def __init__(self, arch: Architecture, weights: list[torch.Tensor]):
-        super().__init__()
-        self.arch = arch
-        self.hidden = nn.ModuleList()
-        for w in weights[:-1]:
-            lin = nn.Linear(w.shape[1] - 1, w.shape[0]).double()
-            lin.weight.data.copy_(w[:, :-1])
-            lin.bias.data.copy_(w[:, -1])
-            self.hidden.append(lin)
-        out = weights[-1]
-        bias = arch.output_bias
-        self.out = nn.Linear(arch.width, arch.d_out, bias=bias).double()
-        self.out.weight.data.copy_(out[:, : arch.width])
-        if bias:
-            self.out.bias.data.copy_(out[:, -1])
-
-    def forward(self, x):
-        h = x
-        for k, lin in enumerate(self.hidden):
-            z = self.arch.activations[k].fn(lin(h))
-            h = z + h if (self.arch.name == "residual" and k > 0) else z
-        return self.out(h)
-
-    def flat_weights(self) -> list[torch.Tensor]:
-        ws = [torch.cat([lin.weight, lin.bias[:, None]], 1) for lin in self.hidden]
-        o = self.out
-        ws.append(torch.cat([o.weight, o.bias[:, None]], 1) if o.bias is not None else o.weight)
-        return [w.detach() for w in ws]
 
 
 def _train_alone(arch, weights, x, y, optimizer, lr, steps):
