@@ -32,6 +32,10 @@ class Batch:
     runs: list[tuple[str, dict[str, Any]]]  # (run hash, RunSpec fields)
     epochs: int
     cost: float                             # relative work, for the progress bar's ETA
+    # "" trains with condlab.train; otherwise an importable module (a "task") with its own
+    # train_part(batch, progress) and write_part(batch, result, runs_dir) -> BatchDone, e.g. the
+    # phase diagram's "condlab.phase._task": other trainers get resume and Ray the same way.
+    task: str = ""
 
 
 @dataclass
@@ -79,6 +83,8 @@ def summarize(run) -> dict[str, Any]:
 
 def train_part(batch: Batch, progress: Any = False):
     """Train a batch's runs with condlab.train (one batched computation) -> RunResult."""
+    if batch.task:
+        return _task(batch.task).train_part(batch, progress)
     from ._api import train
     from ._config import Config
     from ._records import RunSpec
@@ -94,6 +100,8 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS) -> B
     """
     from ._records import write_run
 
+    if batch.task:
+        return _task(batch.task).write_part(batch, result, runs_dir)
     if any(run.status == "interrupted" for run in result.runs):
         return BatchDone(batch.key, {}, result.seconds, interrupted=True)  # nothing written
 
@@ -108,6 +116,12 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS) -> B
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(items)))) as pool:
         rows = dict(pool.map(one, items))
     return BatchDone(batch.key, rows, result.seconds)
+
+
+def _task(name: str):
+    import importlib
+
+    return importlib.import_module(name)
 
 
 def run_batch(batch: Batch, runs_dir: str, progress: Any = False) -> BatchDone:

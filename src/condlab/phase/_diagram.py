@@ -1,0 +1,228 @@
+"""``condlab phase-diagram``: sweep (gamma, gamma') x widths x seeds through the sweep engine, fit the
+slope of log RD(theta_w) against log m at each point, compare the regime with the JMLR theorems.
+
+Pre-registered (fixed before any diagram was looked at): a point's measured regime is 'linear' when
+the fitted slope < -SLOPE_MARGIN, 'condensed' when > +SLOPE_MARGIN, else 'critical'; points within
+BOUNDARY_MARGIN of the theory's boundary are 'near boundary' and not counted; the diagram agrees
+with the theory when at least AGREEMENT (95 %) of the other points have the theory's regime.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from .._sweep_plan import HASH_CHARS, HASH_VERSION, Plan, PlannedRun, canonical_json
+from .._sweep_run import Batch
+from ._param import BOUNDARY_MARGIN, SCHEMES, boundary_distance, theory_regime
+from ._task import PER_RUN, SHARED, TASK
+from ._train import AUTHORS_X, AUTHORS_Y
+
+SLOPE_MARGIN = 0.05   # |slope| <= this: 'critical' (pre-registered)
+AGREEMENT = 0.95      # share of points away from the boundary that must match the theory
+MAX_ELEMENTS = 4_000_000  # runs x neurons x points per batch: bounds a batch's memory (~32 MB a tensor)
+# A second, harder target (our choice): 4 points whose signs alternate, so the fit needs several
+# kinks; condensed runs at small widths can reach the step budget (then classified by RD there).
+HARDER_X = (-0.75, -0.25, 0.25, 0.75)
+HARDER_Y = (0.6, -0.4, 0.8, -0.2)
+TARGETS = {"authors": (AUTHORS_X, AUTHORS_Y), "harder": (HARDER_X, HARDER_Y)}
+
+
+@dataclass
+class DiagramSpec:
+    """What a diagram trains: the grid, widths, seeds, named schemes and the training setting."""
+
+    name: str = "phase"
+    gammas: list[float] = field(default_factory=lambda: _grid(0.25, 2.25, 9))
+    gamma_primes: list[float] = field(default_factory=lambda: _grid(-0.5, 1.5, 9))
+    widths: list[int] = field(default_factory=lambda: [1000, 10_000, 100_000])
+    seeds: list[int] = field(default_factory=lambda: [0, 1])
+    schemes: list[str] = field(default_factory=lambda: list(SCHEMES))
+    target: str = "authors"
+    activation: str = "relu"
+    asi: bool = True
+    tol: float = 1e-6
+    max_steps: int = 20_000
+    c: float = 1.0
+
+    def training(self, m: int) -> dict[str, Any]:
+        """The settings shared by every run of width m (one batch's config)."""
+        if self.target not in TARGETS:
+            raise ValueError(f"target '{self.target}' is not accepted: choose one of {', '.join(TARGETS)}")
+        x, y = TARGETS[self.target]
+        return {"task": "phase", "width": m, "activation": self.activation, "asi": self.asi,
+                "x": list(x), "y": list(y), "tol": self.tol, "max_steps": self.max_steps, "c": self.c}
+
+
+def _grid(lo: float, hi: float, k: int) -> list[float]:
+    return [round(float(v), 6) for v in np.linspace(lo, hi, k)]
+
+
+def run_hash(config: dict[str, Any]) -> str:
+    """A run's identity, as for sweep runs: SHA-256 of its canonical JSON settings (16 hex digits)."""
+    text = canonical_json({"condlab_run": HASH_VERSION, "config": config})
+    return hashlib.sha256(text.encode()).hexdigest()[:HASH_CHARS]
+
+
+def preset_spec(mode: str, target: str = "authors") -> DiagramSpec:
+    """'smoke' (5 x 5 grid off the boundary, widths 10^2..10^4, 1 seed: CI), 'quick' (9 x 9, widths
+    10^3..10^5, 2 seeds) or 'full' (17 x 17, widths 10^3..3 10^5, 4 seeds)."""
+    if mode == "smoke":
+        return DiagramSpec(f"phase-smoke-{target}", [0.25, 0.75, 1.25, 1.75, 2.25],
+                           [-0.5, 0.0, 0.5, 1.0, 1.5], [100, 1000, 10_000], [0], target=target)
+    if mode == "quick":
+        return DiagramSpec(f"phase-quick-{target}", target=target)
+    if mode == "full":
+        return DiagramSpec(f"phase-full-{target}", _grid(0.25, 2.25, 17), _grid(-0.5, 1.5, 17),
+                           [1000, 3000, 10_000, 30_000, 100_000, 300_000], [0, 1, 2, 3], target=target)
+    raise ValueError(f"mode '{mode}' is not accepted: choose smoke, quick or full")
+
+
+def plan_diagram(spec: DiagramSpec) -> tuple[Plan, list[Batch]]:
+    """Every run of the diagram (hashed like sweep runs) and the batches that train them."""
+    runs: list[PlannedRun] = []
+    batches: list[Batch] = []
+    points = [{"gamma": g, "gamma_prime": gp, "scheme": ""} for g in spec.gammas for gp in spec.gamma_primes]
+    points += [{"gamma": SCHEMES[s].gamma, "gamma_prime": SCHEMES[s].gamma_prime, "scheme": s}
+               for s in spec.schemes]
+    for m in spec.widths:
+        shared = spec.training(m)
+        per_batch = max(1, MAX_ELEMENTS // (m * (2 if spec.asi else 1) * len(shared["x"])))
+        fields = [{**p, "seed": s} for p in points for s in spec.seeds]
+        for start in range(0, len(fields), per_batch):
+            chunk = fields[start:start + per_batch]
+            hashes = [run_hash({**shared, **f}) for f in chunk]
+            key = hashlib.sha256(canonical_json(hashes).encode()).hexdigest()[:HASH_CHARS]
+            runs += [PlannedRun(h, key, {"width": m, **f}, {**shared, **f})
+                     for h, f in zip(hashes, chunk, strict=True)]
+            batches.append(Batch(key, shared, list(zip(hashes, chunk, strict=True)), 1000,
+                                 1000.0 * len(chunk) * (m + 200), task=TASK))
+    columns = ["width", *PER_RUN]
+    plan = Plan(spec.name, runs, columns, 0, {b.key: [h for h, _ in b.runs] for b in batches})
+    assert set(SHARED) <= set(runs[0].config)
+    return plan, batches
+
+
+@dataclass
+class PointFit:
+    """The regime of one (gamma, gamma') point (or named scheme) from its runs over widths."""
+
+    gamma: float
+    gamma_prime: float
+    scheme: str
+    slope: float
+    intercept: float
+    residual: float          # RMS of the fit's residuals in log RD
+    slope_se: float          # standard error of the slope (nan with 2 points)
+    widths: list[int]
+    runs: int
+    at_cap: int              # runs that stopped at the step budget (classified by RD there)
+    measured: str
+    theory: str
+    distance: float          # to the theory's boundary
+    near_boundary: bool
+    agrees: bool | None      # None when near the boundary
+
+
+def fit_points(rows: list[dict[str, Any]]) -> list[PointFit]:
+    """Group finished runs by point; fit log RD(theta_w) = slope log m + c by least squares."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("status") == "complete" and r.get("rd_w") and r["rd_w"] > 0:
+            groups.setdefault((r["gamma"], r["gamma_prime"], r["scheme"] or ""), []).append(r)
+    return [_fit(key, runs) for key, runs in groups.items()]
+
+
+def _fit(key: tuple, runs: list[dict[str, Any]]) -> PointFit:
+    g, gp, scheme = key
+    lx = np.log([r["width"] for r in runs])
+    ly = np.log([r["rd_w"] for r in runs])
+    widths = sorted({int(r["width"]) for r in runs})
+    if len(widths) < 2:
+        slope = intercept = residual = se = math.nan
+    else:
+        slope, intercept = (float(v) for v in np.polyfit(lx, ly, 1))
+        resid = ly - (slope * lx + intercept)
+        residual = float(np.sqrt(np.mean(resid**2)))
+        dof = len(lx) - 2
+        sxx = float(np.sum((lx - lx.mean()) ** 2))
+        se = float(np.sqrt(np.sum(resid**2) / dof / sxx)) if dof > 0 and sxx > 0 else math.nan
+    measured = ("unknown" if math.isnan(slope) else "linear" if slope < -SLOPE_MARGIN
+                else "condensed" if slope > SLOPE_MARGIN else "critical")
+    theory = SCHEMES[scheme].regime if scheme else theory_regime(g, gp)
+    dist = boundary_distance(g, gp)
+    near = dist <= BOUNDARY_MARGIN
+    return PointFit(g, gp, scheme, float(slope), float(intercept), float(residual), float(se), widths,
+                    len(runs), sum(1 for r in runs if not r.get("converged")), measured, theory, dist,
+                    near, None if near and not scheme else measured == theory)
+
+
+def agreement(fits: list[PointFit]) -> dict[str, Any]:
+    """Agreement with the theory on grid points away from the boundary (schemes not counted)."""
+    counted = [f for f in fits if not f.scheme and f.agrees is not None]
+    ok = sum(1 for f in counted if f.agrees)
+    share = ok / len(counted) if counted else math.nan
+    return {"points": len([f for f in fits if not f.scheme]), "counted": len(counted), "agree": ok,
+            "share": share, "required": AGREEMENT, "holds": bool(counted) and share >= AGREEMENT,
+            "near_boundary": sum(1 for f in fits if not f.scheme and f.agrees is None),
+            "disagree": [(f.gamma, f.gamma_prime, f.measured, f.theory, round(f.slope, 4))
+                         for f in counted if not f.agrees]}
+
+
+def spec_yaml(spec: DiagramSpec) -> str:
+    return yaml.safe_dump({"task": "phase-diagram", **asdict(spec)}, sort_keys=False)
+
+
+@dataclass
+class DiagramResult:
+    """What ``phase_diagram`` did: the sweep's account, the fits, agreement, files written."""
+
+    sweep: Any
+    fits: list[PointFit]
+    agreement: dict[str, Any]
+    schemes: dict[str, Any]
+    files: list[Path]
+    seconds: float
+
+
+def phase_diagram(spec: DiagramSpec, *, out: str | Path, executor: str = "local",
+                  address: str | None = None, progress: bool = False) -> DiagramResult:
+    """Train what is not done yet in `out` (through the sweep engine), fit, judge, draw, write."""
+    from .._sweep import SweepResult, _execute, _write_inputs
+    from .._sweep_run import finished_row, make_executor
+    from .._sweep_table import write_table
+
+    start = time.perf_counter()
+    plan, batches = plan_diagram(spec)
+    runner = make_executor(executor, address)
+    out = Path(out)
+    runs_dir = out / "runs"
+    done_rows = {r.hash: row for r in plan.runs if (row := finished_row(runs_dir / r.hash)) is not None}
+    todo = [_without(b, done_rows) for b in batches]
+    todo = [b for b in todo if b.runs]
+    result = SweepResult(plan, out, skipped=len(done_rows))
+    _write_inputs(out, spec_yaml(spec), plan)
+    _execute(runner, todo, runs_dir, result, done_rows, progress)
+    result.pending = len(plan.runs) - result.skipped - result.trained - result.failed
+    rows = [{**r.settings, "run": r.hash, **done_rows.get(r.hash, {"status": "pending"})} for r in plan.runs]
+    columns = plan.columns + ["run", "status", "rd_w", "rd_a", "final_loss", "steps", "converged", "time",
+                              "rescaled_time", "error"]
+    result.rows, result.columns = rows, columns
+    result.tables = write_table(rows, columns, out)
+    result.seconds = time.perf_counter() - start
+    from ._report import report
+
+    return report(spec, result, out, time.perf_counter() - start)
+
+
+def _without(batch: Batch, done: dict[str, Any]) -> Batch:
+    runs = [(h, f) for h, f in batch.runs if h not in done]
+    return Batch(batch.key, batch.config, runs, batch.epochs, batch.cost * len(runs) / len(batch.runs),
+                 task=batch.task)

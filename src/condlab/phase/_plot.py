@@ -1,0 +1,145 @@
+"""Figures of a phase diagram: measured regimes with the theory's boundary and the named schemes,
+(theta, A) scatters of a typical point of each regime, and loss against the rescaled time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Patch
+
+from ..plotting import save_figure
+from ..plotting._style import new_figure
+from ._param import SCHEMES, rescaled_time
+from ._task import run_scales
+from ._train import init_params, orientation_amplitude
+
+REGIMES = ["linear", "critical", "condensed"]
+COLORS = ["#4c72b0", "#dddd88", "#c44e52"]
+TYPICAL = {"linear": ("lecun", 0.5, 0.5), "critical": ("mean-field", 1.0, 0.0),
+           "condensed": ("", 1.75, 0.0)}
+
+
+def diagram_figure(fits, rows: list[dict[str, Any]], runs_dir: Path, path: Path) -> list[Path]:
+    """The diagram (cells coloured by measured regime) and one (theta, A) scatter per regime."""
+    fig = new_figure(15, 4.6)
+    grid = fig.add_gridspec(1, 4, width_ratios=[1.5, 1, 1, 1])
+    _diagram_panel(fig.add_subplot(grid[0]), fits)
+    for i, regime in enumerate(REGIMES):
+        _scatter_panel(fig.add_subplot(grid[i + 1]), regime, rows, runs_dir)
+    return save_figure(fig, path)
+
+
+def _edges(values: list[float]) -> np.ndarray:
+    v = np.asarray(sorted(values), dtype=float)
+    if len(v) == 1:
+        return np.array([v[0] - 0.5, v[0] + 0.5])
+    mid = (v[1:] + v[:-1]) / 2
+    return np.concatenate([[v[0] - (mid[0] - v[0])], mid, [v[-1] + (v[-1] - mid[-1])]])
+
+
+def _diagram_panel(ax, fits) -> None:
+    grid = [f for f in fits if not f.scheme]
+    gs = sorted({f.gamma for f in grid})
+    gps = sorted({f.gamma_prime for f in grid})
+    cells = np.full((len(gps), len(gs)), np.nan)
+    for f in grid:
+        if f.measured in REGIMES:
+            cells[gps.index(f.gamma_prime), gs.index(f.gamma)] = REGIMES.index(f.measured)
+    ax.pcolormesh(_edges(gs), _edges(gps), np.ma.masked_invalid(cells), cmap=ListedColormap(COLORS),
+                  vmin=-0.5, vmax=2.5, edgecolors="white", linewidth=0.5)
+    for f in grid:
+        if f.near_boundary:
+            ax.plot(f.gamma, f.gamma_prime, marker=".", color="k", ms=3)
+        elif not f.agrees:
+            ax.plot(f.gamma, f.gamma_prime, marker="x", color="k", ms=8)
+    lo, hi = min(gps + [0]) - 0.2, max(gps + [1]) + 0.2
+    ax.plot([1, 1], [lo, 0], "k-", lw=2)
+    ax.plot([1, hi + 1], [0, hi], "k-", lw=2)
+    _mark_schemes(ax, [f for f in fits if f.scheme])
+    ax.set_xlim(_edges(gs)[0], _edges(gs)[-1])
+    ax.set_ylim(_edges(gps)[0], _edges(gps)[-1])
+    ax.set_xlabel("γ")
+    ax.set_ylabel("γ'")
+    ax.set_title("measured regime (slope of log RD(θ_w) vs log m)")
+    handles = [Patch(color=c, label=r) for c, r in zip(COLORS, REGIMES, strict=True)]
+    ax.legend(handles=handles, loc="upper left", fontsize=7, title="· near boundary, × disagrees",
+              title_fontsize=7)
+
+
+def _mark_schemes(ax, fits) -> None:
+    at: dict[tuple[float, float], list[str]] = {}
+    for f in fits:
+        at.setdefault((f.gamma, f.gamma_prime), []).append(f.scheme)
+    for (g, gp), names in at.items():
+        ax.plot(g, gp, marker="*", color="k", ms=12, mec="white")
+        ax.annotate(", ".join(names), (g, gp), xytext=(6, -10), textcoords="offset points", fontsize=7)
+
+
+def _pick(regime: str, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The run of the typical point of a regime at its largest width, seed 0 when there is one."""
+    scheme, g, gp = TYPICAL[regime]
+    done = [r for r in rows if r.get("status") == "complete"]
+    if scheme:
+        cands = [r for r in done if r["scheme"] == scheme]
+    else:
+        grid = [r for r in done if not r["scheme"]]
+        if not grid:
+            return None
+        best = min(grid, key=lambda r: (r["gamma"] - g) ** 2 + (r["gamma_prime"] - gp) ** 2)
+        cands = [r for r in grid if (r["gamma"], r["gamma_prime"]) == (best["gamma"], best["gamma_prime"])]
+    if not cands:
+        return None
+    return max(cands, key=lambda r: (r["width"], -r["seed"]))
+
+
+def _scatter_panel(ax, regime: str, rows: list[dict[str, Any]], runs_dir: Path) -> None:
+    from ._report import load_neurons
+
+    row = _pick(regime, rows)
+    if row is None:
+        ax.set_title(f"{regime}: no finished run")
+        return
+    final = load_neurons(runs_dir, row["run"])
+    k = len(final["a"])
+    a0, w0 = init_params(int(row["width"]), [run_scales(row, int(row["width"]))], [int(row["seed"])], False)
+    start = {"a": a0[0, :k].numpy(), "w": w0[0, :k, 0].numpy(), "b": w0[0, :k, 1].numpy()}
+    for data, colour, label in ((start, "0.6", "initial"), (final, COLORS[REGIMES.index(regime)], "final")):
+        theta, amp = orientation_amplitude(data)
+        ax.scatter(theta, amp / amp.max(), s=3, color=colour, label=label, rasterized=True)
+    name = row["scheme"] or f"γ={row['gamma']:g}, γ'={row['gamma_prime']:g}"
+    ax.set_title(f"{regime}: {name}, m={row['width']}", fontsize=9)
+    ax.set_xlabel("θ (angle of (w, b))")
+    ax.set_ylabel("A / max A  (A = |a| ‖(w, b)‖)")
+    ax.set_xlim(-np.pi, np.pi)
+    ax.legend(fontsize=7, markerscale=3)
+
+
+def rescaled_time_figure(rows: list[dict[str, Any]], runs_dir: Path, path: Path) -> list[Path]:
+    """Loss of every width at one point (mean-field, else the first grid point) against t and t_bar."""
+    from ._report import load_curve
+
+    done = [r for r in rows if r.get("status") == "complete" and r["seed"] == min(x["seed"] for x in rows)]
+    pick = [r for r in done if r["scheme"] == "mean-field"] or \
+        [r for r in done if (r["gamma"], r["gamma_prime"], r["scheme"]) ==
+         (done[0]["gamma"], done[0]["gamma_prime"], done[0]["scheme"])] if done else []
+    fig = new_figure(9, 3.6)
+    axes = fig.subplots(1, 2)
+    for r in sorted(pick, key=lambda r: r["width"]):
+        curve = load_curve(runs_dir, r["run"])
+        s = run_scales(r, int(r["width"]))
+        axes[0].loglog(curve["time"][1:], curve["loss"][1:], label=f"m={r['width']}")
+        axes[1].loglog(rescaled_time(curve["time"][1:], s), curve["loss"][1:], label=f"m={r['width']}")
+    where = (pick[0]["scheme"] or f"γ={pick[0]['gamma']:g}, γ'={pick[0]['gamma_prime']:g}") if pick else "-"
+    axes[0].set_xlabel("t (sum of step sizes)")
+    axes[1].set_xlabel("t̄ = t / (β1 β2)")
+    for ax in axes:
+        ax.set_ylabel("loss")
+        ax.set_title(where, fontsize=9)
+        ax.legend(fontsize=7)
+    return save_figure(fig, path)
+
+
+__all__ = ["SCHEMES", "diagram_figure", "rescaled_time_figure"]
