@@ -175,6 +175,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return EXIT_DIVERGED if result.failed else 0
 
 
+def cmd_phase_diagram(args: argparse.Namespace) -> int:
+    from .phase import phase_diagram_cli
+
+    return phase_diagram_cli(args)
+
+
 def _run_dirs(path: Path) -> list[Path]:
     """A run directory, or every run of a batch directory (one with batch.json)."""
     from ._guards import read_json
@@ -516,6 +522,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="plan and count runs; write and train nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("phase-diagram", help="two-layer phase diagram of condensation (JMLR 2021) via sweeps")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--smoke", action="store_true", help="5x5 grid, widths 1e2-1e4, 1 seed (CI, < 1 min)")
+    size.add_argument("--quick", action="store_true", help="9x9 grid, widths 1e3-1e5, 2 seeds")
+    p.add_argument("--target", default="authors", choices=["authors", "harder"],
+                   help="authors: 3 points x=-0.5,0,0.5, y=-0.5,0,1 (default); harder: 4 alternating points")
+    p.add_argument("--layers", type=int, default=2, help="2 (the JMLR diagram; 3 is not built yet)")
+    p.add_argument("--out", help="output directory (default runs/phase-MODE-TARGET); reused to resume")
+    p.add_argument("--executor", default="local", choices=["local", "ray"])
+    p.add_argument("--address", help="Ray cluster address (default: a local Ray)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_phase_diagram)
     return parser
 
 

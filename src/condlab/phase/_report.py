@@ -83,3 +83,36 @@ def load_neurons(runs_dir: Path, run: str) -> dict[str, np.ndarray]:
 def load_curve(runs_dir: Path, run: str) -> dict[str, np.ndarray]:
     with np.load(runs_dir / run / "curve.npz") as z:
         return {k: z[k] for k in z.files}
+
+
+def phase_diagram_cli(args) -> int:
+    """``condlab phase-diagram``: run, judge, print a short account; exit 3 when a batch failed."""
+    import sys
+
+    from .._config import ConfigError
+    from ._diagram import phase_diagram, preset_spec
+
+    if args.layers != 2:
+        raise ConfigError(f"--layers {args.layers} is not accepted: only the two-layer diagram (2) is built")
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    spec = preset_spec(mode, args.target)
+    out = Path(args.out) if args.out else Path("runs") / spec.name
+    res = phase_diagram(spec, out=out, executor=args.executor, address=args.address,
+                        progress=not args.no_progress and sys.stderr.isatty())
+    for error in res.sweep.errors:
+        print(f"condlab: error: {error}", file=sys.stderr)
+    print(res.sweep.summary().replace(f"table: {res.sweep.tables[-1]}", f"runs: {out / 'results.csv'}"))
+    a = res.agreement
+    print(f"agreement with the theory away from the boundary: {a['agree']}/{a['counted']} "
+          f"({a['share']:.1%}; need {AGREEMENT:.0%}) -> {'holds' if a['holds'] else 'FAILS'}; "
+          f"{a['near_boundary']} points near the boundary not counted")
+    for g, gp, measured, theory, slope in a["disagree"]:
+        print(f"  disagrees: gamma={g}, gamma'={gp}: measured {measured} (slope {slope}), theory {theory}")
+    for name, s in res.schemes.items():
+        print(f"  {name:<11} ({s['gamma']:g}, {s['gamma_prime']:g}): slope {s['slope']:+.3f} -> "
+              f"{s['measured']} (talk: {s['talk']}) {'ok' if s['holds'] else 'DIFFERS'}")
+    print(f"written: {out / 'phase_diagram.png'}, regimes.csv, claims.json ({res.seconds:.1f} s)")
+    if res.sweep.interrupted:
+        print(f"condlab: interrupted; finished runs are kept in {out}; run again to resume", file=sys.stderr)
+        return 130
+    return 3 if res.sweep.failed else 0
