@@ -530,6 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="authors", choices=["authors", "harder"],
                    help="authors: 3 points x=-0.5,0,0.5, y=-0.5,0,1 (default); harder: 4 alternating points")
     p.add_argument("--layers", type=int, default=2, help="2 (the JMLR diagram; 3 is not built yet)")
+    p.add_argument("--spec", help="a diagram spec YAML (gammas, gamma_primes, widths, seeds, schemes, "
+                   "target, tol, max_steps; see docs/phase_diagram.md) instead of a preset")
     p.add_argument("--out", help="output directory (default runs/phase-MODE-TARGET); reused to resume")
     p.add_argument("--executor", default="local", choices=["local", "ray"])
     p.add_argument("--address", help="Ray cluster address (default: a local Ray)")

@@ -85,6 +85,31 @@ def preset_spec(mode: str, target: str = "authors") -> DiagramSpec:
     raise ValueError(f"mode '{mode}' is not accepted: choose smoke, quick or full")
 
 
+def load_diagram_spec(path: str | Path) -> DiagramSpec:
+    """A YAML mapping of DiagramSpec fields (gammas, gamma_primes, widths, seeds, ...) -> DiagramSpec."""
+    from dataclasses import fields
+
+    from .._config import ConfigError
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"diagram spec '{path}' does not exist")
+    raw = yaml.safe_load(path.read_text()) or {}
+    raw.pop("task", None)  # written by spec_yaml
+    names = [f.name for f in fields(DiagramSpec)]
+    unknown = sorted(set(raw) - set(names)) if isinstance(raw, dict) else ["(not a mapping)"]
+    if unknown:
+        raise ConfigError(f"unknown diagram spec key '{unknown[0]}': a spec has keys {', '.join(names)}")
+    try:
+        spec = DiagramSpec(**raw)
+        spec.tol, spec.c, spec.max_steps = float(spec.tol), float(spec.c), int(spec.max_steps)
+        spec.widths = [int(m) for m in spec.widths]
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"diagram spec '{path}': {err}") from None
+    spec.training(1)  # checks the target
+    return spec
+
+
 def plan_diagram(spec: DiagramSpec) -> tuple[Plan, list[Batch]]:
     """Every run of the diagram (hashed like sweep runs) and the batches that train them."""
     runs: list[PlannedRun] = []

@@ -90,12 +90,12 @@ def phase_diagram_cli(args) -> int:
     import sys
 
     from .._config import ConfigError
-    from ._diagram import phase_diagram, preset_spec
+    from ._diagram import load_diagram_spec, phase_diagram, preset_spec
 
     if args.layers != 2:
         raise ConfigError(f"--layers {args.layers} is not accepted: only the two-layer diagram (2) is built")
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
-    spec = preset_spec(mode, args.target)
+    spec = load_diagram_spec(args.spec) if args.spec else preset_spec(mode, args.target)
     out = Path(args.out) if args.out else Path("runs") / spec.name
     res = phase_diagram(spec, out=out, executor=args.executor, address=args.address,
                         progress=not args.no_progress and sys.stderr.isatty())
