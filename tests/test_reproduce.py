@@ -10,7 +10,8 @@ from condlab._datasets import write_cifar10, write_mnist
 from condlab.reproduce import EXPERIMENTS, Claim, ExperimentResult, reproduce, write_summary
 
 NAMES = ["fig2", "fig3", "fig4", "fig4-plain", "fig5", "fig6", "evolution", "relu",
-         "simple-target", "mnist", "optimistic", "embedding", "transformer"]
+         "simple-target", "mnist", "optimistic", "embedding", "transformer",
+         "facilitators"]
 
 
 def test_every_experiment_of_the_documents_is_listed(capsys):

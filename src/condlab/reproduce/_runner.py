@@ -7,6 +7,7 @@ from pathlib import Path
 from ._claims import ExperimentResult, write_summary
 from ._context import Context, Experiment
 from ._embedding import embedding
+from ._facilitators import facilitators
 from ._multidim import fig3, fig4, fig4_plain, relu, simple_target
 from ._one_d import evolution, fig5, fig6
 from ._optimistic import optimistic
@@ -33,6 +34,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
                "critical points, embedded", embedding, data_grid=False),
     Experiment("transformer", "issue 12; talk (004)", "small transformer: W_Q, W_K condense at small init",
                transformer, data_grid=False),
+    Experiment("facilitators", "the talk (Xu et al.)", "smaller init, weight decay, dropout, large lr "
+               "condense more", facilitators, data_grid=False),
 ]}
 # The default grid: 3 data draws x 3 init seeds (9 pairs); --quick: 2 data draws x 1 init seed,
 # whose verdicts are provisional. Real-data experiments and those that draw their own data
