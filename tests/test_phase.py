@@ -206,3 +206,10 @@ def test_cli_rejects_three_layers_and_bad_specs(tmp_path):
         assert proc.returncode == 2 and proc.stderr.startswith(start), proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
     assert not np.isnan(boundary_distance(1, 0))
+
+
+def test_kernel_time_scales_rescaled_time_by_the_kernel_rate():
+    from condlab.phase import kernel_time
+
+    s = SCHEMES["mean-field"].scales(1000)  # kappa = 1/m, kappa' = 1
+    assert kernel_time(5.0, s, 1000) == pytest.approx(5.0 * 1000 * 1e-6 * 2)

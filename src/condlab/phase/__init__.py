@@ -14,6 +14,7 @@ from ._param import (
     Scheme,
     boundary_distance,
     coordinates,
+    kernel_time,
     rescaled_time,
     scales,
     theory_regime,
@@ -23,5 +24,6 @@ from ._train import AUTHORS_X, AUTHORS_Y, PhaseBatch, PhaseRun, orientation_ampl
 
 __all__ = ["AUTHORS_X", "AUTHORS_Y", "BOUNDARY_MARGIN", "DiagramResult", "DiagramSpec", "PhaseBatch",
            "PhaseRun", "PointFit", "SCHEMES", "Scales", "Scheme", "agreement", "boundary_distance",
-           "coordinates", "fit_points", "orientation_amplitude", "phase_diagram", "phase_diagram_cli",
+           "coordinates", "fit_points", "kernel_time", "orientation_amplitude", "phase_diagram",
+           "phase_diagram_cli",
            "preset_spec", "rescaled_time", "scales", "theory_regime", "train_to_convergence"]

@@ -120,3 +120,14 @@ def rescaled_time(t: float, s: Scales) -> float:
     is the clock on which the normalized parameters move at rates set by kappa and kappa' only.
     """
     return t / (s.beta1 * s.beta2)
+
+
+def kernel_time(t: float, s: Scales, m: int) -> float:
+    """t_bar times the width's kernel scale, t_hat = t_bar m kappa^2 (kappa' + 1/kappa') (our addition).
+
+    In the normalized flow df/dt_bar is a sum of m neuron terms of size kappa^2 / kappa' (output
+    weights) and kappa^2 kappa' (input weights): t_hat is t_bar in units of that rate, the clock on
+    which different widths at one (gamma, gamma') start to fit at the same pace (t_bar alone does not
+    line them up: at the mean-field point beta1 beta2 = 1, so t_bar = t).
+    """
+    return rescaled_time(t, s) * m * s.kappa**2 * (s.kappa_prime + 1 / s.kappa_prime)

@@ -12,7 +12,7 @@ from matplotlib.patches import Patch
 
 from ..plotting import save_figure
 from ..plotting._style import new_figure
-from ._param import SCHEMES, rescaled_time
+from ._param import SCHEMES, kernel_time, rescaled_time
 from ._task import run_scales
 from ._train import init_params, orientation_amplitude
 
@@ -125,16 +125,19 @@ def rescaled_time_figure(rows: list[dict[str, Any]], runs_dir: Path, path: Path)
     pick = [r for r in done if r["scheme"] == "mean-field"] or \
         [r for r in done if (r["gamma"], r["gamma_prime"], r["scheme"]) ==
          (done[0]["gamma"], done[0]["gamma_prime"], done[0]["scheme"])] if done else []
-    fig = new_figure(9, 3.6)
-    axes = fig.subplots(1, 2)
+    fig = new_figure(13, 3.6)
+    axes = fig.subplots(1, 3)
     for r in sorted(pick, key=lambda r: r["width"]):
         curve = load_curve(runs_dir, r["run"])
         s = run_scales(r, int(r["width"]))
         axes[0].loglog(curve["time"][1:], curve["loss"][1:], label=f"m={r['width']}")
         axes[1].loglog(rescaled_time(curve["time"][1:], s), curve["loss"][1:], label=f"m={r['width']}")
+        axes[2].loglog(kernel_time(curve["time"][1:], s, int(r["width"])), curve["loss"][1:],
+                       label=f"m={r['width']}")
     where = (pick[0]["scheme"] or f"γ={pick[0]['gamma']:g}, γ'={pick[0]['gamma_prime']:g}") if pick else "-"
     axes[0].set_xlabel("t (sum of step sizes)")
-    axes[1].set_xlabel("t̄ = t / (β1 β2)")
+    axes[1].set_xlabel("t̄ = t / (β1 β2)  (JMLR)")
+    axes[2].set_xlabel("t̂ = t̄ m κ² (κ' + 1/κ')")
     for ax in axes:
         ax.set_ylabel("loss")
         ax.set_title(where, fontsize=9)
