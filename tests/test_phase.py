@@ -82,7 +82,7 @@ def test_asi_output_is_zero_at_start_and_gradients_match_autograd():
     f0 = torch.einsum("rk,rkn->rn", a, torch.relu(w @ x.T))
     assert torch.allclose(f0, torch.zeros_like(f0), atol=1e-15)
     a = a + 0.1 * torch.randn(a.shape, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
-    st = _State(a.clone(), w.clone(), alpha, 1.0)
+    st = _State(a.clone(), w.transpose(1, 2).contiguous(), alpha, 1.0)
     loss, (ga, gw), bound = _loss_grad_bound(st, x, y, torch.relu, lambda z: (z > 0).double(), None)
     a_, w_ = a.clone().requires_grad_(True), w.clone().requires_grad_(True)
     f = torch.einsum("rk,rkn->rn", a_, torch.relu(w_ @ x.T)) / alpha[:, None]
@@ -90,7 +90,7 @@ def test_asi_output_is_zero_at_start_and_gradients_match_autograd():
     ref.sum().backward()
     assert torch.allclose(loss, ref.detach(), rtol=1e-12)
     assert torch.allclose(ga, a_.grad, rtol=1e-10, atol=1e-300)
-    assert torch.allclose(gw, w_.grad, rtol=1e-10, atol=1e-300)
+    assert torch.allclose(gw.transpose(1, 2), w_.grad, rtol=1e-10, atol=1e-300)
     # the bound is at least the top Hessian eigenvalue (exact Hessian of this tiny net)
     for r in range(2):
         def loss_r(theta, r=r):

@@ -111,7 +111,8 @@ def train_to_convergence(
     yt = torch.tensor(y, dtype=torch.float64)                                # (n,)
     sig, dsig, d2sig = _activation(activation)
     a, w = init_params(m, scales, seeds, asi)
-    st = _State(a, w, torch.tensor([s.alpha for s in scales], dtype=torch.float64), c)
+    alpha = torch.tensor([s.alpha for s in scales], dtype=torch.float64)
+    st = _State(a, w.transpose(1, 2).contiguous(), alpha, c)
     results: list[PhaseRun | None] = [None] * len(scales)
     hist = torch.full((max_steps + 1, len(scales), 2), float("nan"), dtype=torch.float64)
     interrupted = False
@@ -139,7 +140,8 @@ def train_to_convergence(
 
 
 class _State:
-    """The runs still training: weights, accumulated changes, their initial norms, step factors."""
+    """The runs still training: a (R, M), w (R, 2, M) (rows: weight, bias; neurons contiguous, as the
+    hot loop reads them), accumulated changes, initial values, step factors."""
 
     def __init__(self, a: torch.Tensor, w: torch.Tensor, alpha: torch.Tensor, c: float):
         self.a, self.w = a, w
@@ -157,33 +159,39 @@ class _State:
 
     def step(self, eta: torch.Tensor, grads: list[torch.Tensor]) -> None:
         ga, gw = grads
-        ua, uw = ga * -eta[:, None], gw * -eta[:, None, None]
-        self.a += ua
-        self.da += ua
-        self.w += uw
-        self.dw += uw
+        ea, ew = -eta[:, None], -eta[:, None, None]   # gw: (R, 2, M) like w; fused multiply-adds
+        self.a.addcmul_(ga, ea)
+        self.da.addcmul_(ga, ea)
+        self.w.addcmul_(gw, ew)
+        self.dw.addcmul_(gw, ew)
         self.time += eta
 
 
 def _loss_grad_bound(st: _State, xt, yt, sig, dsig, d2sig):
-    """Loss (R,), gradients [(R, M), (R, M, 2)] and the Hessian bound (R,) of the current weights."""
+    """Loss (R,), gradients [(R, M), (R, 2, M)] and the Hessian bound (R,) of the current weights.
+
+    Layout (R, n, M): every pass over the big arrays runs along contiguous neurons.
+    """
     n = xt.shape[0]
-    z = torch.matmul(st.w, xt.T)                                  # (R, M, n)
+    z = torch.addcmul(st.w[:, 1:2, :], xt[:, 0][None, :, None], st.w[:, 0:1, :])   # (R, n, M)
     s, sp = sig(z), dsig(z)
     alpha = st.alpha[:, None]
-    f = torch.bmm(st.a[:, None, :], s)[:, 0] / alpha              # (R, n)
+    f = torch.bmm(s, st.a[:, :, None])[..., 0] / alpha            # (R, n)
     e = f - yt
     loss = 0.5 * (e * e).mean(dim=1)
     scale = 1.0 / (n * alpha)                                      # (R, 1)
-    ga = torch.bmm(s, e[:, :, None])[..., 0] * scale               # (R, M)
-    v = torch.matmul(sp * e[:, None, :], xt) * scale[..., None]    # (R, M, 2): residual block vector
-    gw = v * st.a[..., None]
-    a2sp = sp * (st.a * st.a)[..., None]
-    gram = (torch.bmm(s.transpose(1, 2), s) + torch.bmm(a2sp.transpose(1, 2), sp) * (xt @ xt.T)) \
+    es = e * scale                                                 # scale folded into the small factor
+    ga = torch.bmm(es[:, None, :], s)[:, 0]                        # (R, M)
+    ex = torch.stack([es * xt[:, 0], es], dim=1)                   # (R, 2, n): e_i x~_i / (n alpha)
+    v = torch.bmm(ex, sp)                                          # (R, 2, M): residual block vectors
+    gw = v * st.a[:, None, :]
+    spa = sp * st.a[:, None, :]
+    gram = (torch.bmm(s, s.transpose(1, 2)) + torch.bmm(spa, spa.transpose(1, 2)) * (xt @ xt.T)) \
         * (scale / alpha)[..., None]                               # (R, n, n) = (1/n) J J^T
-    block = torch.linalg.vector_norm(v, dim=2)                     # (R, M)
+    block = torch.hypot(v[:, 0], v[:, 1])                          # (R, M)
     if d2sig is not None:
-        curv = (d2sig(z) * e[:, None, :]).abs() @ (xt * xt).sum(1)  # (R, M)
+        curv = torch.bmm(((xt * xt).sum(1) * 1.0).expand(len(e), n)[:, None, :] * e.abs()[:, None, :],
+                         d2sig(z).abs())[:, 0]                     # (R, M): sum_i |e_i s''_ki| |x~_i|^2
         block = block + st.a.abs() * curv * scale
     bound = torch.linalg.eigvalsh(gram)[:, -1] + block.amax(dim=1)
     return loss, [ga, gw], bound.clamp_min(1e-300)
@@ -195,7 +203,7 @@ def _finish(st: _State, done, loss, step: int, m: int, tol: float, hist, results
     for j in torch.nonzero(done).flatten().tolist():
         r = int(st.index[j])
         lv = float(loss[j])
-        rd_w = float(st.dw[j, first].norm() / st.w0[j, first].norm())
+        rd_w = float(st.dw[j, :, first].norm() / st.w0[j, :, first].norm())
         rd_a = float(st.da[j, first].norm() / st.a0[j, first].norm())
         keep = min(m, MAX_NEURONS_SAVED)
         curve = hist[: step + 1, r].numpy()
@@ -203,8 +211,8 @@ def _finish(st: _State, done, loss, step: int, m: int, tol: float, hist, results
             rd_w, rd_a, lv, step, bool(lv < tol), "complete" if math.isfinite(lv) else "diverged",
             float(st.time[j]),
             curve={"step": np.arange(step + 1), "loss": curve[:, 0].copy(), "time": curve[:, 1].copy()},
-            neurons={"a": st.a[j, :keep].numpy().copy(), "w": st.w[j, :keep, 0].numpy().copy(),
-                     "b": st.w[j, :keep, 1].numpy().copy()},
+            neurons={"a": st.a[j, :keep].numpy().copy(), "w": st.w[j, 0, :keep].numpy().copy(),
+                     "b": st.w[j, 1, :keep].numpy().copy()},
         )
 
 
