@@ -10,7 +10,9 @@ among the neurons of non-negligible amplitude (weight decay silences neurons; a 
 is neither condensed nor not) and the number of lines (``condlab.analysis.count_orientations``,
 default thresholds).
 
-Its own small trainer (plain PyTorch, float64): the batched trainer has no weight decay or dropout.
+Its own small trainer (plain PyTorch, float64; written before condlab.train gained per-run weight
+decay and dropout): it stops each run at the end of its initial stage, which a fixed-epoch batch
+cannot do, and measures there.
 Weight decay is L2 added to the loss gradient (torch.optim.Adam's weight_decay, on every weight
 and bias); dropout is inverted dropout on the hidden layer's output during training, and the loss
 that decides the initial stage is the network's without dropout.
@@ -136,7 +138,10 @@ def facilitators(ctx: Context) -> ExperimentResult:
 
 def _panel(ax, factor: str, values: list[float], shares: np.ndarray, lines: np.ndarray) -> None:
     pos = np.arange(len(values))
-    ax.errorbar(pos, np.nanmean(shares, 0), yerr=np.nanstd(shares, 0), marker="o", color="C0")
+    trained = np.isfinite(shares).any(axis=0)  # a value where every seed diverged is left out
+    mean = np.array([np.nanmean(c) if ok else np.nan for c, ok in zip(shares.T, trained, strict=True)])
+    std = np.array([np.nanstd(c) if ok else np.nan for c, ok in zip(shares.T, trained, strict=True)])
+    ax.errorbar(pos, mean, yerr=std, marker="o", color="C0")
     ax.set_ylim(0, 1.05)
     ax.set_xticks(pos, [f"{v:g}" for v in values])
     ax.set_xlabel(f"{factor} (talk: condensation grows to the right)")
