@@ -53,7 +53,7 @@ class _Capped:
     """Forward one progress unit per step, at most `limit` per batch (steps vary per run)."""
 
     def __init__(self, progress: Any, limit: int):
-        self.progress, self.left = progress, limit
+        self.progress, self.left = progress or None, limit  # False (a Ray task): no bar
 
     def update(self, n: int = 1) -> None:
         if self.progress is not None and self.left > 0:
