@@ -213,3 +213,47 @@ def test_kernel_time_scales_rescaled_time_by_the_kernel_rate():
 
     s = SCHEMES["mean-field"].scales(1000)  # kappa = 1/m, kappa' = 1
     assert kernel_time(5.0, s, 1000) == pytest.approx(5.0 * 1000 * 1e-6 * 2)
+
+
+RAY_SCRIPT = """\
+set -u
+ip link set lo up
+export RAY_USAGE_STATS_ENABLED=0
+"$RAY" start --head --node-ip-address=127.0.0.1 --port=6379 --num-cpus=2 \\
+    --include-dashboard=false --disable-usage-stats > "$WORK/ray-start.log" 2>&1 || exit 90
+"$PY" -m condlab phase-diagram --spec "$WORK/spec.yaml" --executor ray --address 127.0.0.1:6379 \\
+    --out "$WORK/ray" --no-progress > "$WORK/out.txt" 2>&1
+echo $? > "$WORK/rc"
+"$RAY" stop > /dev/null 2>&1
+"""
+
+
+@pytest.mark.slow
+def test_ray_diagram_equals_the_in_process_one(tmp_path):
+    """The diagram through --executor ray on a loopback-only head (as tests/test_sweep_ray.py)."""
+    import importlib.util
+    import shutil
+
+    if importlib.util.find_spec("ray") is None or shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "-n", "-p", "-f", "--mount-proc", "true"], capture_output=True).returncode:
+        pytest.skip("needs Ray and network/PID namespaces (root)")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("gammas: [0.5, 1.75]\ngamma_primes: [0.0, 1.0]\nschemes: [ntk]\n"
+                    "widths: [100, 300, 1000]\nseeds: [0]\n")
+    env = dict(os.environ, WORK=str(tmp_path), PY=sys.executable, OMP_NUM_THREADS="1",
+               RAY=str(Path(sys.executable).parent / "ray"),
+               PYTHONPATH=str(Path(condlab.__file__).parents[1]))
+    subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", "bash", "-c", RAY_SCRIPT], env=env,
+                   timeout=600, check=False)
+    assert (tmp_path / "rc").read_text().strip() == "0", (tmp_path / "out.txt").read_text()
+    from condlab.phase._diagram import load_diagram_spec
+
+    phase_diagram(load_diagram_spec(spec), out=tmp_path / "local")
+    import csv
+
+    ray_rows = list(csv.DictReader((tmp_path / "ray" / "results.csv").read_text().splitlines()))
+    local_rows = list(csv.DictReader((tmp_path / "local" / "results.csv").read_text().splitlines()))
+    assert len(ray_rows) == len(local_rows) == 15
+    for a, b in zip(ray_rows, local_rows, strict=True):
+        assert (a["run"], a["status"], a["steps"]) == (b["run"], b["status"], b["steps"])
+        assert float(a["rd_w"]) == pytest.approx(float(b["rd_w"]), rel=1e-9)
