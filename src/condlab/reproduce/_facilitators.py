@@ -90,7 +90,7 @@ def train_measure(seed: int, epochs: int, init_std: float, lr: float, weight_dec
         opt.step()
     weights = torch.cat([w, b[:, None]], 1).detach().numpy()
     if not (math.isfinite(clean) and np.isfinite(weights).all()):
-        return Measure(math.nan, 0, epoch, diverged=True)
+        return Measure(math.nan, -1, epoch, diverged=True)  # lines -1: no measure
     o = count_orientations(weights, sweep=())
     alive = M - len(o.negligible)  # neurons of non-negligible amplitude (>= 10 % of the largest)
     share = len(o.lines[0].members) / alive if o.lines and alive else 0.0
@@ -128,7 +128,7 @@ def facilitators(ctx: Context) -> ExperimentResult:
             trained = np.flatnonzero(np.isfinite(shares[i]))  # a diverged run has no measure
             ok = len(trained) > 1 and shares[i, trained[-1]] - shares[i, trained[0]] >= 0.1
             claim.record(bool(ok), shares=[None if np.isnan(v) else round(float(v), 3) for v in shares[i]],
-                         lines=lines[i].astype(int).tolist())
+                         lines=[None if v < 0 else int(v) for v in lines[i]])
         _panel(ax, factor, values, shares, lines)
         ax.set_title(f"{CLAIMS[factor]} ({optimizer}, {'initial stage' if until == 'stage' else 'end'})",
                      fontsize=9)
@@ -144,8 +144,10 @@ def _panel(ax, factor: str, values: list[float], shares: np.ndarray, lines: np.n
     ax.errorbar(pos, mean, yerr=std, marker="o", color="C0")
     ax.set_ylim(0, 1.05)
     ax.set_xticks(pos, [f"{v:g}" for v in values])
-    ax.set_xlabel(f"{factor} (talk: condensation grows to the right)")
+    ax.set_xlabel(f"{factor} (talk: more condensed →)", fontsize=8)
     ax.set_ylabel("share of neurons on the largest line")
     twin = ax.twinx()
-    twin.plot(pos, lines.mean(0), "s--", color="C3", label="lines")
+    counted = np.where(lines >= 0, lines, np.nan)
+    line_mean = np.array([np.nanmean(c) if ok else np.nan for c, ok in zip(counted.T, trained, strict=True)])
+    twin.plot(pos, line_mean, "s--", color="C3", label="lines")
     twin.set_ylabel("number of lines", color="C3")
