@@ -6,7 +6,7 @@
     phase_diagram(spec, out=...)  -> the sweep (resumable, Ray), slope fits, regimes, claims, figures
 """
 
-from ._diagram import DiagramResult, DiagramSpec, PointFit, agreement, fit_points, phase_diagram, preset_spec
+from ._diagram import DiagramSpec, PointFit, agreement, fit_points, preset_spec
 from ._param import (
     BOUNDARY_MARGIN,
     SCHEMES,
@@ -19,7 +19,7 @@ from ._param import (
     scales,
     theory_regime,
 )
-from ._report import phase_diagram_cli  # noqa: E402
+from ._report import DiagramResult, phase_diagram, phase_diagram_cli
 from ._train import AUTHORS_X, AUTHORS_Y, PhaseBatch, PhaseRun, orientation_amplitude, train_to_convergence
 
 __all__ = ["AUTHORS_X", "AUTHORS_Y", "BOUNDARY_MARGIN", "DiagramResult", "DiagramSpec", "PhaseBatch",

@@ -213,21 +213,9 @@ def spec_yaml(spec: DiagramSpec) -> str:
     return yaml.safe_dump({"task": "phase-diagram", **asdict(spec)}, sort_keys=False)
 
 
-@dataclass
-class DiagramResult:
-    """What ``phase_diagram`` did: the sweep's account, the fits, agreement, files written."""
-
-    sweep: Any
-    fits: list[PointFit]
-    agreement: dict[str, Any]
-    schemes: dict[str, Any]
-    files: list[Path]
-    seconds: float
-
-
-def phase_diagram(spec: DiagramSpec, *, out: str | Path, executor: str = "local",
-                  address: str | None = None, progress: bool = False) -> DiagramResult:
-    """Train what is not done yet in `out` (through the sweep engine), fit, judge, draw, write."""
+def run_sweep(spec: DiagramSpec, *, out: Path, executor: str = "local", address: str | None = None,
+              progress: bool = False):
+    """Train what is not done yet in `out` through the sweep engine; write results.csv -> SweepResult."""
     from .._sweep import SweepResult, _execute, _write_inputs
     from .._sweep_run import finished_row, make_executor
     from .._sweep_table import write_table
@@ -250,9 +238,9 @@ def phase_diagram(spec: DiagramSpec, *, out: str | Path, executor: str = "local"
     result.rows, result.columns = rows, columns
     result.tables = write_table(rows, columns, out)
     result.seconds = time.perf_counter() - start
-    from ._report import report
+    return result
 
-    return report(spec, result, out, time.perf_counter() - start)
+
 
 
 def _without(batch: Batch, done: dict[str, Any]) -> Batch:

@@ -12,7 +12,7 @@ from matplotlib.patches import Patch
 
 from ..plotting import save_figure
 from ..plotting._style import new_figure
-from ._param import SCHEMES, kernel_time, rescaled_time
+from ._param import kernel_time, rescaled_time
 from ._task import run_scales
 from ._train import init_params, orientation_amplitude
 
@@ -96,8 +96,6 @@ def _pick(regime: str, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def _scatter_panel(ax, regime: str, rows: list[dict[str, Any]], runs_dir: Path) -> None:
-    from ._report import load_neurons
-
     row = _pick(regime, rows)
     if row is None:
         ax.set_title(f"{regime}: no finished run")
@@ -119,8 +117,6 @@ def _scatter_panel(ax, regime: str, rows: list[dict[str, Any]], runs_dir: Path) 
 
 def rescaled_time_figure(rows: list[dict[str, Any]], runs_dir: Path, path: Path) -> list[Path]:
     """Loss of every width at one point (mean-field, else the first grid point) against t and t_bar."""
-    from ._report import load_curve
-
     done = [r for r in rows if r.get("status") == "complete" and r["seed"] == min(x["seed"] for x in rows)]
     pick = [r for r in done if r["scheme"] == "mean-field"] or \
         [r for r in done if (r["gamma"], r["gamma_prime"], r["scheme"]) ==
@@ -145,4 +141,12 @@ def rescaled_time_figure(rows: list[dict[str, Any]], runs_dir: Path, path: Path)
     return save_figure(fig, path)
 
 
-__all__ = ["SCHEMES", "diagram_figure", "rescaled_time_figure"]
+def load_neurons(runs_dir: Path, run: str) -> dict[str, np.ndarray]:
+    with np.load(runs_dir / run / "neurons.npz") as z:
+        return {k: z[k] for k in z.files}
+
+
+def load_curve(runs_dir: Path, run: str) -> dict[str, np.ndarray]:
+    with np.load(runs_dir / run / "curve.npz") as z:
+        return {k: z[k] for k in z.files}
+

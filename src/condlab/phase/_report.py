@@ -3,24 +3,50 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from .._io import atomic_write_json, atomic_write_text, provenance
 from .._sweep_table import _csv
 from ._diagram import (
     AGREEMENT,
     SLOPE_MARGIN,
-    DiagramResult,
     DiagramSpec,
     PointFit,
     agreement,
     fit_points,
+    run_sweep,
 )
 from ._param import BOUNDARY_MARGIN
+from ._plot import diagram_figure, rescaled_time_figure
+
+
+@dataclass
+class DiagramResult:
+    """What ``phase_diagram`` did: the sweep's account, the fits, agreement, files written."""
+
+    sweep: Any
+    fits: list[PointFit]
+    agreement: dict[str, Any]
+    schemes: dict[str, Any]
+    files: list[Path]
+    seconds: float
+
+
+def phase_diagram(spec: DiagramSpec, *, out: str | Path, executor: str = "local",
+                  address: str | None = None, progress: bool = False) -> DiagramResult:
+    """Train what is not done yet in `out` (through the sweep engine), fit, judge, draw, write.
+
+    Writes OUT/results.csv (one row per run), regimes.csv, claims.json, phase_diagram.png/.svg and
+    rescaled_time.png/.svg; see docs/phase_diagram.md.
+    """
+    import time
+
+    start = time.perf_counter()
+    sweep = run_sweep(spec, out=Path(out), executor=executor, address=address, progress=progress)
+    return report(spec, sweep, Path(out), time.perf_counter() - start)
+
 
 REGIME_COLUMNS = ["gamma", "gamma_prime", "scheme", "slope", "slope_se", "residual", "widths", "runs",
                   "at_cap", "measured", "theory", "distance", "near_boundary", "agrees"]
@@ -40,8 +66,6 @@ def report(spec: DiagramSpec, sweep, out: Path, seconds: float) -> DiagramResult
     atomic_write_json(out / "claims.json", claims)
     files.append(out / "claims.json")
     if fits:
-        from ._plot import diagram_figure, rescaled_time_figure
-
         files += diagram_figure(fits, sweep.rows, out / "runs", out / "phase_diagram")
         files += rescaled_time_figure(sweep.rows, out / "runs", out / "rescaled_time")
     return DiagramResult(sweep, fits, agree, schemes, files, seconds)
@@ -75,22 +99,12 @@ def _claims(spec: DiagramSpec, sweep, agree: dict[str, Any], schemes: dict[str, 
             "provenance": provenance()}
 
 
-def load_neurons(runs_dir: Path, run: str) -> dict[str, np.ndarray]:
-    with np.load(runs_dir / run / "neurons.npz") as z:
-        return {k: z[k] for k in z.files}
-
-
-def load_curve(runs_dir: Path, run: str) -> dict[str, np.ndarray]:
-    with np.load(runs_dir / run / "curve.npz") as z:
-        return {k: z[k] for k in z.files}
-
-
 def phase_diagram_cli(args) -> int:
     """``condlab phase-diagram``: run, judge, print a short account; exit 3 when a batch failed."""
     import sys
 
     from .._config import ConfigError
-    from ._diagram import load_diagram_spec, phase_diagram, preset_spec
+    from ._diagram import load_diagram_spec, preset_spec
 
     if args.layers != 2:
         raise ConfigError(f"--layers {args.layers} is not accepted: only the two-layer diagram (2) is built")
