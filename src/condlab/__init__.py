@@ -11,6 +11,7 @@ Public API (everything else lives in private modules and may change):
     condlab.register_activation(name, "x**3*tanh(x)") -> Activation
     condlab.reduce(run_or_net)       -> Reduction     condensed groups merged into single neurons
     condlab.embed.split(net, j, a)   -> FCNet         one-step splitting embedding (wider, same output)
+    condlab.phase.phase_diagram(spec, out=...) -> DiagramResult   the JMLR phase diagram via sweeps
     condlab.inspect(model_or_state_dict, layers="fc*") -> DataFrame   condensation per layer
     condlab.Tracker(model, every=50, out=DIR)          -> .step(epoch, loss) in your own loop
     condlab.sweep(spec, out=DIR)     -> SweepResult   a grid of runs, batched, resumable, local or Ray
@@ -77,7 +78,7 @@ if TYPE_CHECKING:  # static tools see the names; at run time __getattr__ imports
     from ._training import TrainingWarning
 
 
-_SUBMODULES = ("analysis", "embed", "plotting", "reproduce")  # public: `condlab.embed.split(...)`
+_SUBMODULES = ("analysis", "embed", "phase", "plotting", "reproduce")  # public: `condlab.embed.split(...)`
 
 
 def __getattr__(name: str) -> Any:
