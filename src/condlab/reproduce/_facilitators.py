@@ -127,7 +127,8 @@ def facilitators(ctx: Context) -> ExperimentResult:
                 shares[i, j], lines[i, j] = m.share, m.lines
             trained = np.flatnonzero(np.isfinite(shares[i]))  # a diverged run has no measure
             ok = len(trained) > 1 and shares[i, trained[-1]] - shares[i, trained[0]] >= 0.1
-            claim.record(bool(ok), shares=[None if np.isnan(v) else round(float(v), 3) for v in shares[i]],
+            claim.record(bool(ok), pair=(0, seed),  # (data: the fixed Fig. 5 draw, init seed)
+                         shares=[None if np.isnan(v) else round(float(v), 3) for v in shares[i]],
                          lines=[None if v < 0 else int(v) for v in lines[i]])
         _panel(ax, factor, values, shares, lines)
         ax.set_title(f"{CLAIMS[factor]} ({optimizer}, {'initial stage' if until == 'stage' else 'end'})",
