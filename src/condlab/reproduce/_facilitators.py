@@ -7,8 +7,9 @@ no weight decay, no dropout), several seeds each. Measured on the hidden layer's
 (w, b) (m, 2) at the end of the initial stage (first epoch with loss <= 70 % of its initial value;
 the last epoch when a run never gets there): the share of neurons on the largest line (tanh: p = 1)
 among the neurons of non-negligible amplitude (weight decay silences neurons; a silenced neuron
-is neither condensed nor not) and the number of lines (``condlab.analysis.count_orientations``,
-default thresholds).
+is neither condensed nor not): those within |cos| >= 0.95 of the most crowded neuron's line
+(``largest_line_share``), and the number of condensed lines (``condlab.analysis.count_orientations``,
+default thresholds: its null model can call a loose group no line at all).
 
 Its own small trainer (plain PyTorch, float64; written before condlab.train gained per-run weight
 decay and dropout): it stops each run at the end of its initial stage, which a fixed-epoch batch
@@ -91,10 +92,18 @@ def train_measure(seed: int, epochs: int, init_std: float, lr: float, weight_dec
     weights = torch.cat([w, b[:, None]], 1).detach().numpy()
     if not (math.isfinite(clean) and np.isfinite(weights).all()):
         return Measure(math.nan, -1, epoch, diverged=True)  # lines -1: no measure
-    o = count_orientations(weights, sweep=())
-    alive = M - len(o.negligible)  # neurons of non-negligible amplitude (>= 10 % of the largest)
-    share = len(o.lines[0].members) / alive if o.lines and alive else 0.0
-    return Measure(float(share), int(o.n_lines), epoch)
+    return Measure(largest_line_share(weights), int(count_orientations(weights, sweep=()).n_lines), epoch)
+
+
+def largest_line_share(weights: np.ndarray, cos: float = 0.95, amplitude_ratio: float = 0.1) -> float:
+    """Share of the non-negligible neurons (amplitude >= 10 % of the largest) whose line lies within
+    |cos| >= 0.95 (18 degrees) of the most crowded neuron's line; weights (m, k)."""
+    amp = np.linalg.norm(weights, axis=1)
+    alive = (amp > 0) & (amp >= amplitude_ratio * amp.max())
+    if not alive.any():
+        return 0.0
+    u = weights[alive] / amp[alive, None]
+    return float((np.abs(u @ u.T) >= cos).sum(axis=1).max() / alive.sum())
 
 
 def facilitators(ctx: Context) -> ExperimentResult:
