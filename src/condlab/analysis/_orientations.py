@@ -370,7 +370,9 @@ def count_orientations(
     """Condensed lines, arcs and directions of W (m, k) by clustering eq. 5 cosines; see module docstring.
 
     `sweep` holds offsets added to cos_threshold (results clipped to [0.01, 1 - 1e-9]);
-    amplitude_ratio is swept over AMPLITUDE_SWEEP times its value.
+    amplitude_ratio is swept over AMPLITUDE_SWEEP times its value. ``sweep=()`` gives a single
+    count (no threshold or amplitude sweep, so ``stable`` is not informative): for sweeps and
+    trackers that count many layers.
     """
     if not 0 < cos_threshold <= 1:
         raise ValueError(f"cos_threshold must be in (0, 1], got {cos_threshold}")
@@ -392,8 +394,9 @@ def count_orientations(
     sweep_counts = _sweep_counts(U, cos_threshold, sweep, min_count, chunk)
     sweep_counts = dict(sorted({**sweep_counts, cos_threshold: (len(line_groups), len(arc_groups))}.items()))
     here = (len(line_groups), len(arc_groups))
+    # an empty `sweep` asks for one count, without any stability check: skip the amplitude sweep too
     by_amp = _amplitude_counts(U_all, amp, ranked, reference, amplitude_ratio, min_share, cos_threshold,
-                               chunk, here)
+                               chunk, here) if sweep else {round(amplitude_ratio, 10): here}
 
     lines, directions = _lines_and_directions(U, line_groups, min_count, order, m)
     arcs = [_to_rows(_line_cluster(U, g, mean_line(U[g]), m, width_deg(U[g])), order) for g in arc_groups]
