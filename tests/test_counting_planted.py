@@ -9,19 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from _planted import random_lines
 from condlab.analysis import count_orientations
 from condlab.analysis._structures import cap_share
 
 SEEDS = range(10)
-
-
-def _lines(rng: np.random.Generator, n: int, k: int, sep_deg: float) -> np.ndarray:
-    for _ in range(10_000):
-        L = rng.standard_normal((n, k))
-        L /= np.linalg.norm(L, axis=1, keepdims=True)
-        if (np.abs(L @ L.T) - np.eye(n)).max(initial=0.0) <= np.cos(np.radians(sep_deg)):
-            return L
-    raise RuntimeError("could not place lines")
 
 
 def _around(rng, u: np.ndarray, count: int, sigma_deg: float) -> np.ndarray:
@@ -49,7 +41,7 @@ def test_k_noisy_lines_count_k(k, dim):
     ok = 0
     for seed in SEEDS:
         rng = np.random.default_rng(seed)
-        L = _lines(rng, k, dim, 30.0)
+        L = random_lines(rng, k, dim, 30.0)
         W = np.concatenate([_around(rng, u, 30, 3.0) for u in L])
         o = count_orientations(W)
         ok += (o.n_lines, o.n_arcs) == (k, 0)
@@ -85,7 +77,7 @@ def test_one_giant_neuron_does_not_empty_the_count():
     # Claim: 60 neurons on 3 lines plus one 20x larger neuron -> 3 lines, nothing else set aside.
     for seed in SEEDS:
         rng = np.random.default_rng(seed)
-        L = _lines(rng, 3, 6, 30.0)
+        L = random_lines(rng, 3, 6, 30.0)
         W = np.concatenate([_around(rng, u, 20, 3.0) for u in L])
         giant = rng.standard_normal((1, 6))
         W = np.concatenate([W, 20 * giant / np.linalg.norm(giant)])

@@ -12,6 +12,7 @@ import json
 import numpy as np
 import pytest
 
+from _planted import random_lines
 from condlab.analysis._cosine import (
     abs_cosine_neighbors,
     cosine_matrix,
@@ -19,16 +20,6 @@ from condlab.analysis._cosine import (
     unit_rows,
 )
 from condlab.analysis._orientations import Orientations, cosine_order, count_orientations
-
-
-def random_lines(rng: np.random.Generator, n: int, k: int, sep_deg: float = 30.0) -> np.ndarray:
-    """(n, k) unit vectors whose lines are pairwise at least sep_deg apart."""
-    for _ in range(10_000):
-        L = rng.standard_normal((n, k))
-        L /= np.linalg.norm(L, axis=1, keepdims=True)
-        if (np.abs(L @ L.T) - np.eye(n)).max(initial=0.0) <= np.cos(np.radians(sep_deg)):
-            return L
-    raise RuntimeError("could not place lines")
 
 
 def planted(rng, lines, m, sigma_deg=3.0, two_signs=True, n_scattered=0):
