@@ -1,6 +1,7 @@
 """Regenerate docs/reproduction.md and the measured block of docs/analysis.md from claims.json.
 
-Usage: python tools/make_docs.py [OUT_DIR]   (default runs/reproduce, as `condlab reproduce all`)
+Usage: python tools/make_docs.py [OUT_DIR]
+(default runs/reproduce/latest: the newest `condlab reproduce all`)
 """
 
 import sys
@@ -12,10 +13,11 @@ from condlab.reproduce._docs import HAND, load_claims, replay_block, reproductio
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
-def main(out: str = "runs/reproduce") -> int:
+def main(out: str = "runs/reproduce/latest") -> int:
     results = load_claims(out)
     if not results:
-        print(f"no claims.json under {out}: run `condlab reproduce all --out {out}` first", file=sys.stderr)
+        print(f"no claims.json under {out}: run `condlab reproduce all` first (or name its folder)",
+              file=sys.stderr)
         return 2
     target = DOCS / "reproduction.md"
     old = target.read_text() if target.exists() else ""
