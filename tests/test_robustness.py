@@ -36,6 +36,22 @@ def test_overwrite_replaces_the_batch_and_removes_its_stale_runs(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["batch.json", "config.json", "my-notes.txt", "seed0"]
 
 
+def test_python_train_refuses_a_folder_with_results_as_the_cli_does(tmp_path):
+    import condlab
+
+    cfg = Config().with_overrides(["data.n=8", "data.d=2", "model.width=4", "train.epochs=5",
+                                   "train.seeds=[0,1]"])
+    out = tmp_path / "b"
+    condlab.train(cfg, out=out, progress=False)
+    before = {p.name: p.stat().st_mtime_ns for p in out.rglob("*")}
+    with pytest.raises(ValueError, match=r"already holds results.*condlab.resume.*overwrite=True"):
+        condlab.train(cfg, out=out, progress=False)
+    assert {p.name: p.stat().st_mtime_ns for p in out.rglob("*")} == before   # nothing touched
+    (out / "my-notes.txt").write_text("kept")
+    condlab.train(cfg.with_overrides(["train.seeds=[0]"]), out=out, progress=False, overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == ["batch.json", "config.json", "my-notes.txt", "seed0"]
+
+
 def test_empty_out_folder_is_accepted_and_default_names_never_collide(tmp_path, monkeypatch):
     (tmp_path / "empty").mkdir()
     assert _train("--out", str(tmp_path / "empty")) == 0

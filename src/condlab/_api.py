@@ -93,6 +93,7 @@ def train(
     out: str | Path | None = None,
     progress: Any = None,
     runs: list[RunSpec] | None = None,
+    overwrite: bool = False,
 ) -> RunResult:
     """Train every run of `config` as one batched computation; write run directories to `out`.
 
@@ -103,16 +104,21 @@ def train(
     until the batch completes, so a killed batch can be continued with ``resume(out)``.
     `runs` trains just these runs (default: every combination, ``run_specs``; not with `out`,
     whose directory names and checkpoint stand for every combination): how a sweep batches.
+    An `out` that already holds files is refused (as ``condlab train --out`` does), unless
+    `overwrite` (then the run folders of an earlier batch there are replaced or removed).
     """
-    from ._guards import check_writable
+    from ._guards import check_fresh_out, remove_stale_runs
 
     cfg = _as_config(config)
     if runs is not None and out is not None:
         raise ValueError("train(runs=...) trains a subset of a config's runs and writes no records: "
                          "leave out `out` and write each run with write_run")
-    if out is not None:
-        check_writable(Path(out))  # before any training, not after it
-    return _run_batch(cfg, Path(out) if out is not None else None, progress, None, runs)
+    if out is not None:  # before any training, not after it; never over results already there
+        check_fresh_out(Path(out), overwrite, api=True)
+    result = _run_batch(cfg, Path(out) if out is not None else None, progress, None, runs)
+    if out is not None and overwrite:
+        remove_stale_runs(Path(out), {run.path.name for run in result.runs})
+    return result
 
 
 def resume(out: str | Path, *, progress: bool | None = None) -> RunResult:

@@ -104,7 +104,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from ._api import train
-    from ._guards import check_fresh_out, fresh_dir, remove_stale_runs
+    from ._guards import check_fresh_out, fresh_dir
 
     if args.resume:
         return cmd_resume(args)
@@ -112,9 +112,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else fresh_dir(Path("runs") / f"{cfg.name}-{stamp}")
     check_fresh_out(out, args.overwrite)
-    result = train(cfg, out=out, progress=not args.no_progress and sys.stderr.isatty())
-    if args.overwrite:
-        remove_stale_runs(out, {run.path.name for run in result.runs})
+    result = train(cfg, out=out, progress=not args.no_progress and sys.stderr.isatty(),
+                   overwrite=args.overwrite)  # replaces (and removes) earlier run folders
     return _train_outcome(args, out, result)
 
 

@@ -85,15 +85,21 @@ def holds_files(path: Path) -> bool:
     return path.is_dir() and any(path.iterdir())
 
 
-def check_fresh_out(out: Path, overwrite: bool, resume_hint: bool = True) -> None:
-    """Refuse an --out that already holds files (unless --overwrite); check it is writable."""
-    check_writable(out)
+def check_fresh_out(out: Path, overwrite: bool, resume_hint: bool = True, api: bool = False) -> None:
+    """Refuse an --out that already holds files (unless --overwrite); check it is writable.
+
+    `api`: the message names the Python options (``condlab.train(..., overwrite=True)``,
+    ``condlab.resume``) instead of the command-line ones.
+    """
+    flag = "out" if api else "--out"
+    check_writable(out, flag)
     if holds_files(out) and not overwrite:
         example = sorted(p.name for p in out.iterdir())[0]
-        resume = f"to continue an interrupted run there use `condlab train --resume {out}`; " \
-            if resume_hint else ""
-        raise ConfigError(f"--out '{out}' already holds results (e.g. '{example}'): {resume}"
-                          "to keep them, choose a fresh folder; --overwrite replaces them")
+        how = f"condlab.resume('{out}')" if api else f"`condlab train --resume {out}`"
+        resume = f"to continue an interrupted run there use {how}; " if resume_hint else ""
+        replace = "overwrite=True" if api else "--overwrite"
+        raise ConfigError(f"{flag} '{out}' already holds results (e.g. '{example}'): {resume}"
+                          f"to keep them, choose a fresh folder; {replace} replaces them")
 
 
 def remove_stale_runs(out: Path, keep: set[str]) -> list[str]:
