@@ -216,6 +216,31 @@ def test_cli_resumes_after_kill_9_without_retraining_a_finished_run(tmp_path):
     assert len(rows) == 13 and all(",complete," in r for r in rows[1:])
 
 
+def test_a_second_sweep_on_the_same_out_is_refused_and_a_killed_holder_does_not_block(tmp_path, capsys):
+    from condlab._cli import main
+
+    out = tmp_path / "out"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("base: fig5\nset: {train.epochs: 5, train.snapshots: 'every:5', model.width: 6}\n")
+    holder = ("import sys, time; from pathlib import Path; from condlab._lock import folder_lock\n"
+              "with folder_lock(Path(sys.argv[1])):\n    print('locked', flush=True); time.sleep(120)\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(condlab.__file__).parents[1]))
+    proc = subprocess.Popen([sys.executable, "-c", holder, str(out)], env=env, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        assert main(["sweep", str(spec), "--out", str(out), "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"in use by another sweep (pid {proc.pid})" in err
+        assert sorted(p.name for p in out.iterdir()) == [".lock"]  # nothing written, nothing trained
+    finally:
+        proc.kill()  # SIGKILL: the OS releases the lock, the stale .lock file must not block
+        proc.wait()
+        proc.stdout.close()
+    result = condlab.sweep(spec, out=out, progress=False)
+    assert (result.trained, result.failed) == (1, 0)
+
+
 def test_cli_errors_are_one_line_exit_2(tmp_path):
     spec = tmp_path / "bad.yaml"
     spec.write_text("grid: {model.widht: [1]}\n")

@@ -25,6 +25,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ._io import atomic_write_text
+from ._lock import folder_lock
 from ._sweep_plan import BATCHED_KEYS, Plan, _assign, _get, load_spec, make_plan, run_spec_fields
 from ._sweep_run import Batch, BatchDone, finished_row, make_executor
 from ._sweep_table import table_columns, write_table
@@ -85,21 +86,28 @@ def sweep(
     plan = make_plan(raw, base_dir)
     runner = make_executor(executor, address)
     out_dir = Path(out) if out is not None else Path("runs") / f"sweep-{plan.name}"
-    runs_dir = out_dir / "runs"
-    done_rows = {r.hash: row for r in plan.runs if (row := finished_row(runs_dir / r.hash)) is not None}
-    todo = _batches(plan, set(done_rows))
-    result = SweepResult(plan, None if dry_run else out_dir, skipped=len(done_rows))
     if dry_run:
-        result.pending = sum(len(b.runs) for b in todo)
+        done_rows, todo = _pending(plan, out_dir / "runs")
+        result = SweepResult(plan, None, skipped=len(done_rows),
+                             pending=sum(len(b.runs) for b in todo))
         result.seconds = time.perf_counter() - start
         return result
-    _write_inputs(out_dir, text, plan)
-    show = sys.stderr.isatty() if progress is None else progress
-    _execute(runner, todo, runs_dir, result, done_rows, show)
-    result.pending = len(plan.runs) - result.skipped - result.trained - result.failed
-    _write_results(result, done_rows)
+    with folder_lock(out_dir):  # a second sweep on the same --out is refused, naming this pid
+        done_rows, todo = _pending(plan, out_dir / "runs")
+        result = SweepResult(plan, out_dir, skipped=len(done_rows))
+        _write_inputs(out_dir, text, plan)
+        show = sys.stderr.isatty() if progress is None else progress
+        _execute(runner, todo, out_dir / "runs", result, done_rows, show)
+        result.pending = len(plan.runs) - result.skipped - result.trained - result.failed
+        _write_results(result, done_rows)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _pending(plan: Plan, runs_dir: Path) -> tuple[dict[str, dict[str, Any]], list[Batch]]:
+    """(rows of the finished runs by hash, batches of the runs still to train)."""
+    done_rows = {r.hash: row for r in plan.runs if (row := finished_row(runs_dir / r.hash)) is not None}
+    return done_rows, _batches(plan, set(done_rows))
 
 
 def _execute(runner, todo: list[Batch], runs_dir: Path, result: SweepResult, done_rows: dict,

@@ -216,6 +216,7 @@ def spec_yaml(spec: DiagramSpec) -> str:
 def run_sweep(spec: DiagramSpec, *, out: Path, executor: str = "local", address: str | None = None,
               progress: bool = False):
     """Train what is not done yet in `out` through the sweep engine; write results.csv -> SweepResult."""
+    from .._lock import folder_lock
     from .._sweep import SweepResult, _execute, _write_inputs
     from .._sweep_run import finished_row, make_executor
     from .._sweep_table import write_table
@@ -229,8 +230,9 @@ def run_sweep(spec: DiagramSpec, *, out: Path, executor: str = "local", address:
     todo = [_without(b, done_rows) for b in batches]
     todo = [b for b in todo if b.runs]
     result = SweepResult(plan, out, skipped=len(done_rows))
-    _write_inputs(out, spec_yaml(spec), plan)
-    _execute(runner, todo, runs_dir, result, done_rows, progress)
+    with folder_lock(out, "phase diagram"):  # one process per --out (the pid of the other is named)
+        _write_inputs(out, spec_yaml(spec), plan)
+        _execute(runner, todo, runs_dir, result, done_rows, progress)
     result.pending = len(plan.runs) - result.skipped - result.trained - result.failed
     rows = [{**r.settings, "run": r.hash, **done_rows.get(r.hash, {"status": "pending"})} for r in plan.runs]
     columns = plan.columns + ["run", "status", "rd_w", "rd_a", "final_loss", "steps", "converged", "time",
