@@ -342,7 +342,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     names = list(EXPERIMENTS) if args.name == "all" else [args.name]
     out, stamped = reproduce_out(args.out, names, args.overwrite)  # never replaces earlier results
     options = dict(seeds=args.seeds, quick=args.quick, out=out, device=args.device,
-                   data_dir=args.data_dir, progress=sys.stderr.isatty(), data_seeds=args.data_seeds)
+                   data_dir=args.data_dir, progress=sys.stderr.isatty(), data_seeds=args.data_seeds,
+                   executor=args.executor, address=args.address)
     if args.name == "all":
         results, table = reproduce_all(**options)
         print(table)
@@ -475,11 +476,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help="fewer pairs, no replay or diagnostic variants, data subsets: provisional verdicts")
     p.add_argument("--out", help="output directory (default: a new runs/reproduce/DATE-TIME, with "
-                   "runs/reproduce/latest pointing at it); an existing experiment folder is refused")
+                   "runs/reproduce/latest pointing at it); an existing experiment folder is refused, "
+                   "except an interrupted facilitators run, which is continued")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the experiments' folders already in --out")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     p.add_argument("--data-dir", help="directory with MNIST / CIFAR files (else $CONDLAB_DATA)")
+    p.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="where the sweep-based experiments (facilitators) train: in this process "
+                   "(default) or on a Ray cluster (--address); the others ignore it")
+    p.add_argument("--address", help="the Ray head HOST:PORT for --executor ray (default: a local cluster)")
     p.set_defaults(func=cmd_reproduce)
 
     p = sub.add_parser("reduce", help="merge each condensed group of neurons into one (a narrower network)")

@@ -121,7 +121,7 @@ def reproduce_out(out: str | None, names: list[str], overwrite: bool) -> tuple[P
         return folder, True
     folder = Path(out)
     check_writable(folder)
-    taken = [folder / n for n in names if holds_files(folder / n)]
+    taken = [folder / n for n in names if holds_files(folder / n) and not resumable(folder / n)]
     taken += [folder / f for f in ("summary.md", "summary.csv") if len(names) > 1 and (folder / f).exists()]
     if taken and not overwrite:
         raise ConfigError(f"--out '{folder}' already holds results of an earlier run ('{taken[0]}'): "
@@ -133,6 +133,13 @@ def reproduce_out(out: str | None, names: list[str], overwrite: bool) -> tuple[P
                 raise ConfigError(f"'{path}' holds files condlab did not write: choose another --out")
             shutil.rmtree(path)  # --overwrite: no stale seed folders of the earlier run survive
     return folder, False
+
+
+def resumable(experiment: Path) -> bool:
+    """An experiment folder that an interrupted sweep-based experiment left: only its sweeps
+    (OUT/NAME/sweeps/<sweep>), no claims.json yet. Running it again continues those sweeps (they
+    never retrain or overwrite a finished run) instead of being refused."""
+    return (experiment / "sweeps").is_dir() and {p.name for p in experiment.iterdir()} == {"sweeps"}
 
 
 def point_latest(folder: Path) -> Path:

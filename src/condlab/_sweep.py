@@ -144,7 +144,7 @@ def _batches(plan: Plan, finished: set[str]) -> list[Batch]:
             _assign(config, k, list(dict.fromkeys(v for r in runs for v in _get(r.config, k))))
         specs = [(r.hash, run_spec_fields(r.config)) for r in runs]
         epochs = config["train"]["epochs"]
-        batches.append(Batch(key, config, specs, epochs, _cost(config, len(runs))))
+        batches.append(Batch(key, config, specs, epochs, _cost(config, len(runs)), task=plan.task))
     return batches
 
 

@@ -9,6 +9,7 @@ A spec (YAML or a dict) is a base config plus axes::
     zip: {data.n: [20, 40], data.high: [1.0, 1.5]}   # parallel lists (or a list of such groups)
     list: [{train.lr: 1e-3}, {train.lr: 5e-4, model.init_std: 0.01}]   # explicit settings
     seeds: {init: 3, data: [0, 1]}    # train.seeds (a count or a list) and data.seed values
+    task: condlab.reproduce._facilitators_task   # optional: a module that trains and writes a batch
 
 Every point of grid x zip x list x data seeds x init seeds is a config; each config is split
 into single runs over the per-run (batchable) keys ``BATCHED_KEYS``. A run's identity is the
@@ -42,7 +43,7 @@ BATCHED: dict[str, str] = {"seed": "train.seeds", "init_std": "model.init_std", 
 BATCHED_KEYS: tuple[str, ...] = tuple(BATCHED.values())
 # Keys that do not change what a run computes: left out of its hash.
 UNHASHED_KEYS: tuple[str, ...] = ("name", "train.device", "train.checkpoint_seconds")
-SPEC_KEYS = ("name", "base", "set", "grid", "zip", "list", "seeds")
+SPEC_KEYS = ("name", "base", "set", "grid", "zip", "list", "seeds", "task")
 HASH_VERSION = 1
 HASH_CHARS = 16
 
@@ -66,10 +67,11 @@ class Plan:
     columns: list[str]
     duplicates: int = 0
     batches: dict[str, list[str]] = field(default_factory=dict)  # batch key -> run hashes
+    task: str = ""  # the module that trains and writes each batch ("": condlab.train)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "hash_version": HASH_VERSION, "columns": self.columns,
-                "batches": self.batches,
+                "batches": self.batches, **({"task": self.task} if self.task else {}),
                 "runs": [{"hash": r.hash, "batch": r.batch, "settings": r.settings, "config": r.config}
                          for r in self.runs]}
 
@@ -93,12 +95,13 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def run_hash(config: dict[str, Any]) -> str:
-    """Identity of a single-run config (see the module docstring for what goes into it)."""
+def run_hash(config: dict[str, Any], task: str = "") -> str:
+    """Identity of a single-run config (see the module docstring for what goes into it); a run
+    trained by a task (which may record and measure differently) has the task in its identity."""
     ident = copy.deepcopy(config)
     for key in UNHASHED_KEYS:
         _drop(ident, key)
-    text = canonical_json({"condlab_run": HASH_VERSION, "config": ident})
+    text = canonical_json({"condlab_run": HASH_VERSION, "config": ident, **({"task": task} if task else {})})
     return hashlib.sha256(text.encode()).hexdigest()[:HASH_CHARS]
 
 
@@ -113,6 +116,7 @@ def make_plan(raw: dict[str, Any], base_dir: Path = Path(".")) -> Plan:
     for key, value in _mapping(raw.get("set") or {}, "set").items():
         _assign(base, key, value)
     axes, axis_keys = _axes(raw, base)
+    task = _task(raw.get("task"))
     runs: dict[str, PlannedRun] = {}
     duplicates = 0
     for point in itertools.product(*axes):
@@ -120,7 +124,7 @@ def make_plan(raw: dict[str, Any], base_dir: Path = Path(".")) -> Plan:
         for key, value in (kv for part in point for kv in part.items()):
             _assign(raw_cfg, key, value)
         for single in _single_runs(Config.from_dict(raw_cfg).to_dict()):
-            h = run_hash(single)
+            h = run_hash(single, task)
             if h in runs:
                 duplicates += 1
                 continue
@@ -131,7 +135,23 @@ def make_plan(raw: dict[str, Any], base_dir: Path = Path(".")) -> Plan:
     batches: dict[str, list[str]] = {}
     for r in planned:
         batches.setdefault(r.batch, []).append(r.hash)
-    return Plan(name, planned, columns, duplicates, batches)
+    return Plan(name, planned, columns, duplicates, batches, task)
+
+
+def _task(task: Any) -> str:
+    """A spec's task: an importable module with train_part and write_part (docs/sweeps.md)."""
+    import importlib
+
+    if task is None or task == "":
+        return ""
+    try:
+        module = importlib.import_module(str(task))
+    except ImportError:
+        module = None
+    if not isinstance(task, str) or not all(hasattr(module, f) for f in ("train_part", "write_part")):
+        raise ConfigError(f"sweep task={task!r} is not accepted: give an importable module with "
+                          "train_part and write_part, or leave task out (condlab.train)")
+    return task
 
 
 def _base_config(base: Any, base_dir: Path) -> dict[str, Any]:

@@ -31,6 +31,8 @@ class Context:
     epoch_policy: str = "caption"  # or "initial-stage": the last snapshot with loss > 70 %
     analyze_replay: bool = True  # diagnostic variants skip the (slow) replay
     epochs_factor: int = 1  # diagnostic variants that need longer training (GD at small init)
+    executor: str = "local"  # experiments built on condlab.sweep (facilitators): local or ray
+    address: str | None = None  # the Ray head for executor "ray" (None: a local Ray cluster)
 
     @property
     def replay(self) -> bool:

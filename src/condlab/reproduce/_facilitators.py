@@ -3,34 +3,35 @@ large learning rate"), on the Fig. 5 setting: 1-D input, n = 40 points in [-1, 1
 sin(3x) + sin(6x)/2, 100 tanh neurons, Adam.
 
 One sweep per factor around a base setting that condenses only partly (init std 0.1, lr 5e-4,
-no weight decay, no dropout), several seeds each. Measured on the hidden layer's input weights
-(w, b) (m, 2) at the end of the initial stage (first epoch with loss <= 70 % of its initial value;
-the last epoch when a run never gets there): the share of neurons on the largest line (tanh: p = 1)
-among the neurons of non-negligible amplitude (weight decay silences neurons; a silenced neuron
-is neither condensed nor not): those within |cos| >= 0.95 of the most crowded neuron's line
-(``largest_line_share``), and the number of condensed lines (``condlab.analysis.count_orientations``,
-default thresholds: its null model can call a loose group no line at all).
+no weight decay, no dropout), several init seeds each, on the fig5 preset's data draw. Measured on
+the hidden layer's input weights (w, b) (m, 2) at the end of the initial stage (first epoch with
+loss <= 70 % of its initial value; the last epoch when a run never gets there): the share of
+neurons on the largest line (tanh: p = 1) among the neurons of non-negligible amplitude (weight
+decay silences neurons; a silenced neuron is neither condensed nor not): those within
+|cos| >= 0.95 of the most crowded neuron's line (``largest_line_share``), and the number of
+condensed lines (``condlab.analysis.count_orientations``, default thresholds: its null model can
+call a loose group no line at all).
 
-Its own small trainer (plain PyTorch, float64; written before condlab.train gained per-run weight
-decay and dropout): it stops each run at the end of its initial stage, which a fixed-epoch batch
-cannot do, and measures there.
-Weight decay is L2 added to the loss gradient (torch.optim.Adam's weight_decay, on every weight
-and bias); dropout is inverted dropout on the hidden layer's output during training, and the loss
-that decides the initial stage is the network's without dropout.
+Each factor is one sweep spec (``sweep_spec``: the fig5 preset with the base setting, a grid over
+the factor, init seeds) trained through the sweep engine (``condlab.sweep``: batched, resumable
+after a kill, ``--executor ray``) with condlab's trainer in float64: Adam and GD with PyTorch
+semantics, weight decay as L2 on every weight and bias (torch.optim.Adam's weight_decay), dropout
+as nn.Dropout on the hidden layer in training, the loss that decides the initial stage without
+dropout. The sweep task ``_facilitators_task`` records each run's exact stage-end snapshot and
+measures there; the sweeps and their run records are kept under OUT/facilitators/sweeps/<factor>.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+import warnings
+from typing import Any
 
 import numpy as np
-import torch
 
-from ..analysis import count_orientations
 from ..plotting._style import new_figure
 from ._claims import ExperimentResult
 from ._context import Context
+from ._facilitators_task import TASK, largest_line_share
 
 BASE = {"init_std": 0.1, "lr": 5e-4, "weight_decay": 0.0, "dropout": 0.0}
 # factor -> (values, optimizer, when measured); the talk: condensation grows toward the last value.
@@ -47,63 +48,52 @@ CLAIMS = {"init_std": "smaller initialization", "weight_decay": "larger weight d
 M, N, EPOCHS, QUICK_EPOCHS = 100, 40, 3000, 2000
 
 
-@dataclass
-class Measure:
-    share: float        # share of neurons on the largest line
-    lines: int
-    epoch: int          # the epoch measured (end of the initial stage, or the last)
-    diverged: bool = False
+KEYS = {"init_std": "model.init_std", "weight_decay": "train.weight_decay", "dropout": "model.dropout",
+        "lr": "train.lr"}  # factor -> the config key its sweep varies (all per run: one batch)
+GRID = "every:100"  # the snapshot grid of the run records; each run's stage end is added to it
+
+__all__ = ["facilitators", "largest_line_share", "sweep_spec"]
 
 
-def _data(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(seed)
-    x = -1 + 2.5 * torch.rand(N, 1, generator=gen, dtype=torch.float64)
-    return x, torch.sin(3 * x) + torch.sin(6 * x) / 2
+def sweep_spec(factor: str, seeds: list[int], epochs: int) -> dict[str, Any]:
+    """The sweep of one factor: the fig5 preset at the base setting, a grid over the factor's values
+    (``SWEEPS``), init seeds; float64, trained by the facilitators' task (docs/sweeps.md format)."""
+    values, optimizer, _ = SWEEPS[factor]
+    base = {key: BASE[name] for name, key in KEYS.items() if name != factor}
+    return {"name": f"facilitators-{factor}", "base": "fig5",
+            "set": {**base, "model.width": M, "data.n": N, "train.optimizer": optimizer,
+                    "train.dtype": "float64", "train.epochs": epochs, "train.snapshots": GRID},
+            "grid": {KEYS[factor]: list(values)}, "seeds": {"init": list(seeds)}, "task": TASK}
 
 
-def train_measure(seed: int, epochs: int, init_std: float, lr: float, weight_decay: float,
-                  dropout: float, optimizer: str = "adam", until: str = "stage") -> Measure:
-    """Train one 1-100-1 tanh network with Adam; measure condensation at the initial stage's end."""
-    x, y = _data()
-    gen = torch.Generator().manual_seed(seed)
-    params = [torch.randn(shape, generator=gen, dtype=torch.float64) * init_std
-              for shape in ((M, 1), (M,), (1, M), (1,))]
-    for p in params:
-        p.requires_grad_(True)
-    w, b, a, c = params
-    opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay) if optimizer == "adam" else \
-        torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
-    drop = torch.Generator().manual_seed(10_000 + seed)
-    loss0 = None
-    for epoch in range(epochs + 1):
-        with torch.no_grad():
-            clean = 0.5 * ((torch.tanh(x @ w.T + b) @ a.T + c - y) ** 2).mean().item()
-        loss0 = clean if loss0 is None else loss0
-        if (until == "stage" and clean <= 0.7 * loss0) or epoch == epochs or not math.isfinite(clean):
-            break
-        h = torch.tanh(x @ w.T + b)
-        if dropout > 0:
-            keep = (torch.rand(h.shape, generator=drop, dtype=h.dtype) >= dropout).to(h.dtype)
-            h = h * keep / (1 - dropout)
-        loss = 0.5 * ((h @ a.T + c - y) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    weights = torch.cat([w, b[:, None]], 1).detach().numpy()
-    if not (math.isfinite(clean) and np.isfinite(weights).all()):
-        return Measure(math.nan, -1, epoch, diverged=True)  # lines -1: no measure
-    return Measure(largest_line_share(weights), int(count_orientations(weights, sweep=()).n_lines), epoch)
+def run_factor(ctx: Context, factor: str, epochs: int) -> list[dict[str, Any]]:
+    """Train (or resume) one factor's sweep under OUT/sweeps/<factor> -> its table rows."""
+    from .._sweep import sweep
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = sweep(sweep_spec(factor, ctx.seeds, epochs), out=ctx.out / "sweeps" / factor,
+                       executor=ctx.executor, address=ctx.address, progress=ctx.progress)
+    ctx.warnings += list(dict.fromkeys(f"{factor}: {w.message}" for w in caught))
+    if result.interrupted:
+        raise KeyboardInterrupt(f"facilitators: the {factor} sweep was interrupted; run again to resume")
+    if result.failed:
+        raise RuntimeError(f"facilitators: the {factor} sweep failed: {'; '.join(result.errors)}")
+    return result.rows
 
 
-def largest_line_share(weights: np.ndarray, cos: float = 0.95, amplitude_ratio: float = 0.1) -> float:
-    """Share of the non-negligible neurons (amplitude >= 10 % of the largest) whose line lies within
-    |cos| >= 0.95 (18 degrees) of the most crowded neuron's line; weights (m, k)."""
-    amp = np.linalg.norm(weights, axis=1)
-    alive = (amp > 0) & (amp >= amplitude_ratio * amp.max())
-    if not alive.any():
-        return 0.0
-    u = weights[alive] / amp[alive, None]
-    return float((np.abs(u @ u.T) >= cos).sum(axis=1).max() / alive.sum())
+def _measures(rows: list[dict[str, Any]], factor: str, seeds: list[int],
+              until: str) -> tuple[np.ndarray, np.ndarray]:
+    """(shares, lines), each (seeds, values): NaN / -1 where a run diverged (no measure)."""
+    values = SWEEPS[factor][0]
+    shares = np.full((len(seeds), len(values)), np.nan)
+    lines = np.full_like(shares, -1)
+    for row in rows:
+        i, j = seeds.index(row["seed"]), values.index(row[KEYS[factor]])
+        share, count = row.get(f"share_{until}"), row.get(f"lines_{until}")
+        shares[i, j] = np.nan if share is None else share
+        lines[i, j] = -1 if count is None else count
+    return shares, lines
 
 
 def facilitators(ctx: Context) -> ExperimentResult:
@@ -113,7 +103,11 @@ def facilitators(ctx: Context) -> ExperimentResult:
     res.settings = {"m": M, "n": N, "activation": "tanh", "base": BASE,
                     "sweeps": {k: {"values": v, "optimizer": o, "measured_at": u}
                                for k, (v, o, u) in SWEEPS.items()},
-                    "epoch_budget": epochs, "target": "sin(3x) + sin(6x)/2"}
+                    "epoch_budget": epochs, "target": "sin(3x) + sin(6x)/2",
+                    "data": "the fig5 preset's draw (data.seed 0)",
+                    "trainer": "condlab.train in float64 through condlab.sweep, one sweep per factor "
+                               f"(spec: sweep_spec; task {TASK}); records in sweeps/<factor>",
+                    "executor": ctx.executor}
     res.choices.append("the optimizer and the moment of measurement per factor (SWEEPS) were chosen after a "
                        "probe on seed 0: with Adam, neither the learning rate nor dropout changed the "
                        "share at the end of the initial stage")
@@ -128,12 +122,8 @@ def facilitators(ctx: Context) -> ExperimentResult:
         claim = res.claim(f"facilitators/{factor}", f"{CLAIMS[factor]} facilitates condensation",
                           factor=factor, values=values, optimizer=optimizer, measured_at=until,
                           min_share_gain=0.1)
-        shares = np.zeros((len(ctx.seeds), len(values)))
-        lines = np.zeros_like(shares)
+        shares, lines = _measures(run_factor(ctx, factor, epochs), factor, list(ctx.seeds), until)
         for i, seed in enumerate(ctx.seeds):
-            for j, v in enumerate(values):
-                m = train_measure(seed, epochs, **{**BASE, factor: v}, optimizer=optimizer, until=until)
-                shares[i, j], lines[i, j] = m.share, m.lines
             trained = np.flatnonzero(np.isfinite(shares[i]))  # a diverged run has no measure
             ok = len(trained) > 1 and shares[i, trained[-1]] - shares[i, trained[0]] >= 0.1
             claim.record(bool(ok), pair=(0, seed),  # (data: the fixed Fig. 5 draw, init seed)

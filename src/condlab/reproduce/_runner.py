@@ -79,20 +79,23 @@ def reproduce(name: str, *, seeds: list[int] | None = None, quick: bool = False,
               out: str | Path = "runs/reproduce", device: str = "cpu",
               data_dir: str | Path | None = None, progress: bool = False,
               smoke: bool = False, data_seeds: list[int] | None = None,
-              diagnose: bool | None = None) -> ExperimentResult:
+              diagnose: bool | None = None, executor: str = "local",
+              address: str | None = None) -> ExperimentResult:
     """Run one experiment; writes OUT/NAME/claims.json, its figures and its run records.
 
     `seeds` are init seeds, `data_seeds` data draws (every pair is trained). `diagnose`
     (default: not with --quick) reruns failing claims under the diagnostic variants.
     `smoke` (set by ``reproduce all --quick``) picks the CI-sized version of the slower
-    experiments (optimistic, embedding); the others ignore it.
+    experiments (optimistic, embedding); the others ignore it. `executor` / `address`: where the
+    experiments built on the sweep engine (facilitators) train: 'local' or 'ray' (docs/sweeps.md).
     """
     if name not in EXPERIMENTS:
         raise unknown(name)
     check_data_dir(data_dir)
     seeds, data = seed_grid(name, seeds, data_seeds, quick)
     ctx = Context(seeds, quick, Path(out) / name, device, Path(data_dir) if data_dir else None, progress,
-                  smoke=smoke, data_seeds=data if data is not None else [0])
+                  smoke=smoke, data_seeds=data if data is not None else [0], executor=executor,
+                  address=address)
     result = EXPERIMENTS[name].run(ctx)
     result.settings["quick"] = quick
     result.data_seeds = data
