@@ -169,6 +169,8 @@ DIVERGING = {  # run 2 diverges before epoch 60 and is frozen at the check of ep
     ({**CONFIG, "train": {**CONFIG["train"], "epochs": 300, "snapshots": "every:50",
                           "checkpoint_seconds": 1e-9}}, 120),
     (DIVERGING, 150),
+    ({**CONFIG, "train": {**CONFIG["train"], "epochs": 300, "snapshots": "every:10",  # thinned
+                          "snapshot_neurons": 5, "checkpoint_seconds": 1e-9}}, 120),
 ])
 def test_in_process_resume_from_a_checkpoint_equals_uninterrupted(raw, at, tmp_path, monkeypatch):
     """A checkpoint written mid-run (after `at` epochs), resumed in the same process, is exact:
@@ -193,4 +195,42 @@ def test_in_process_resume_from_a_checkpoint_equals_uninterrupted(raw, at, tmp_p
         np.testing.assert_array_equal(a.loss, b.loss)
         np.testing.assert_array_equal(a.epochs, b.epochs)
         assert all(np.array_equal(a.weights[k], b.weights[k]) for k in a.weights)
+        np.testing.assert_array_equal(a.full_epochs, b.full_epochs)
+        assert all(np.array_equal(a.full_weights[k], b.full_weights[k]) for k in a.full_weights)
     assert [r.status for r in resumed][-1] == ("diverged" if raw is DIVERGING else "complete")
+    if raw["train"].get("snapshot_neurons"):  # the checkpoint held the snapshots thinned
+        import io
+
+        saved = torch.load(io.BytesIO(kept[0]), weights_only=True)
+        assert saved["snapshot_epochs"].tolist() == [0]  # in full: epoch 0 only (and the last)
+        assert saved["thin_snapshots"].shape[0] == len(saved["thin_epochs"]) == 12  # 0, 10, ..., 110
+        assert saved["thin_snapshots"].shape[1] < saved["snapshots"].shape[1] / 2
+
+
+def test_a_checkpoint_with_thinned_snapshots_in_full_still_resumes(tmp_path, monkeypatch):
+    """Checkpoints written before thinned snapshots were kept thin hold every snapshot in full:
+    resuming one records them thinned, as the uninterrupted thinned batch does."""
+    import io
+
+    raw = {**CONFIG, "train": {**CONFIG["train"], "epochs": 200, "snapshots": "every:20",
+                               "checkpoint_seconds": 1e-9}}
+    thin = {**raw, "train": {**raw["train"], "snapshot_neurons": 5}}
+    kept = []
+
+    def keep_one(path, config, params, optimizer, dropout, state, *args):
+        if state.epoch == 90:
+            write_checkpoint(path, config, params, optimizer, dropout, state, *args)
+            kept.append(path.read_bytes())
+
+    monkeypatch.setattr("condlab._api.write_checkpoint", keep_one)
+    condlab.train(raw, out=tmp_path / "a", progress=False)  # unthinned: every snapshot in full
+    monkeypatch.undo()
+    saved = torch.load(io.BytesIO(kept[0]), weights_only=True)
+    saved["config"]["train"]["snapshot_neurons"] = 5  # = an old checkpoint of the thinned batch
+    (tmp_path / "b").mkdir()
+    torch.save(saved, tmp_path / "b" / "checkpoint.pt")
+    resumed = condlab.resume(tmp_path / "b", progress=False)
+    for a, b in zip(condlab.train(thin, progress=False), resumed, strict=True):
+        np.testing.assert_array_equal(a.epochs, b.epochs)
+        assert all(np.array_equal(a.weights[k], b.weights[k]) for k in a.weights)
+        assert all(np.array_equal(a.full_weights[k], b.full_weights[k]) for k in a.full_weights)

@@ -184,13 +184,13 @@ def _run_batch(cfg: Config, out: Path | None, progress: Any, saved: dict | None,
                runs: list[RunSpec] | None = None) -> RunResult:
     t, b = cfg.train, _build(cfg, runs)
     outer = progress if hasattr(progress, "update") else None  # a sweep's bar counts our epochs
-    state, before, resumed_at = None, 0.0, []
-    if saved is not None:
-        state = restore_checkpoint(saved, b.net, b.opt, b.dropout)
-        before, resumed_at = saved["seconds"], saved["resumed_at"] + [state.epoch]
-    show = sys.stderr.isatty() if progress is None else progress
     recorder = SnapshotRecorder(snapshot_epochs(t.snapshots, t.epochs), t.epochs,
                                 thinned_neurons(b.net.arch.width, t.snapshot_neurons))
+    state, before, resumed_at = None, 0.0, []
+    if saved is not None:
+        state = restore_checkpoint(saved, b.net, b.opt, b.dropout, recorder)
+        before, resumed_at = saved["seconds"], saved["resumed_at"] + [state.epoch]
+    show = sys.stderr.isatty() if progress is None else progress
     start, writer = time.perf_counter(), provenance()
 
     def save(loop_state, optimizer, drop) -> None:

@@ -22,7 +22,10 @@ Format (version 1): one file written by ``torch.save``, readable with
                 state buffers, each (P,) (adam/adamw: exp_avg, exp_avg_sq; sgd: momentum_buffer)
     dropout     a list of R generator states (uint8 tensors), or None without dropout
     loss        (epoch, R) loss at epochs 0 .. epoch-1
-    snapshot_epochs  (S,) int64;  snapshots  (S, P) the params at those epochs
+    snapshot_epochs  (S,) int64;  snapshots  (S, P) the params at the epochs recorded in full
+    thin_epochs  (T,) int64;  thin_snapshots  (T, Q) only with ``train.snapshot_neurons``: the
+                kept rows of every snapshot (``SnapshotRecorder.state_dict``); without them a
+                thinned batch's snapshots are all in ``snapshots`` (older checkpoints)
     diverged    {run index: first non-finite epoch};  checked  rows checked for divergence
     seconds     training time so far;  resumed_at  epochs at which earlier segments resumed
     provenance  versions and git commit of the writer
@@ -65,16 +68,13 @@ def write_checkpoint(path: Path, config: dict, params: torch.Tensor, optimizer: 
 
     `writer`: the provenance to record (computed once per batch: it runs git).
     """
-    taken = state.taken
-    empty = params.new_zeros((0, len(params))).cpu()
     # plain types only, so that torch.load(weights_only=True) accepts it
     origin = json.loads(json.dumps(writer if writer is not None else provenance(), default=str))
     data: dict[str, Any] = {
         "format": FORMAT, "version": VERSION, "config": config, "epoch": state.epoch,
         "params": params.detach().cpu(), "optimizer": _cpu(optimizer),
         "dropout": dropout, "loss": state.loss[: state.epoch].cpu().clone(),
-        "snapshot_epochs": torch.tensor([e for e, _ in taken], dtype=torch.int64),
-        "snapshots": torch.stack([f.cpu() for _, f in taken]) if taken else empty,
+        **state.recorder.state_dict(_shapes(config, params), params.dtype),
         "diverged": {int(r): int(e) for r, e in state.diverged.items()}, "checked": state.checked,
         "seconds": float(seconds), "resumed_at": list(resumed_at), "provenance": origin,
     }
@@ -102,9 +102,24 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def restore_checkpoint(saved: dict, net, opt, dropout) -> LoopState:
+def _shapes(config: dict, params: torch.Tensor) -> list[tuple[int, int, int]]:
+    """The (R, rows, cols) of each layer of a batch's flat parameters."""
+    from ._config import Config
+    from ._models import Architecture
+
+    cfg = Config.from_dict(config)
+    shapes = Architecture.from_config(cfg.model, cfg.data.d).shapes
+    runs = len(params) // sum(r * c for r, c in shapes)
+    return [(runs, r, c) for r, c in shapes]
+
+
+def restore_checkpoint(saved: dict, net, opt, dropout, recorder=None) -> LoopState:
     """Load a checkpoint's parameters, optimizer and dropout states into a freshly built batch
-    (BatchedNet, Optimizer, Dropout or None); -> the loop state to continue ``train_batch`` from."""
+    (BatchedNet, Optimizer, Dropout or None), and its snapshots into `recorder` (a
+    SnapshotRecorder; default: every snapshot in full); -> the loop state to continue
+    ``train_batch`` from."""
+    from ._config import snapshot_epochs
+    from ._snapshots import SnapshotRecorder
     from ._training import LoopState
 
     if saved["params"].shape != net.flat.shape:
@@ -116,11 +131,13 @@ def restore_checkpoint(saved: dict, net, opt, dropout) -> LoopState:
     opt.load_state_dict(saved["optimizer"])
     if dropout is not None:
         dropout.load_state_dict(saved["dropout"])
-    state = LoopState.start(net, saved["config"]["train"]["epochs"])
+    train = saved["config"]["train"]
+    if recorder is None:
+        recorder = SnapshotRecorder(snapshot_epochs(train["snapshots"], train["epochs"]), train["epochs"])
+    recorder.load_state_dict(saved, [tuple(v.shape) for v in net.weights])
+    state = LoopState.start(net, train["epochs"], recorder)
     state.epoch, state.checked = int(saved["epoch"]), int(saved["checked"])
     state.loss[: state.epoch] = saved["loss"].to(state.loss)
-    state.taken = [(int(e), flat.to(net.flat)) for e, flat in
-                   zip(saved["snapshot_epochs"], saved["snapshots"], strict=True)]
     state.diverged = {int(r): int(e) for r, e in saved["diverged"].items()}
     return state
 

@@ -10,8 +10,9 @@ layers keep only the rows of K fixed neurons, evenly spread over 0..m-1
 (``thinned_neurons``; neurons are exchangeable at initialization, so an even spread is a
 fair sample that needs no seed). The output layer, (d_out, m + 1), is kept whole at every
 snapshot. The record (disk, and what analysis reads) then holds K x cols per hidden layer per
-snapshot instead of m x cols. The trainer still keeps full copies until the batch ends,
-because its checkpoints (``_checkpoint.py``) store them: one copy in the training dtype.
+snapshot instead of m x cols, and so does training memory: the trainer hands each snapshot to
+the recorder when it is taken, and its checkpoints (``_checkpoint.py``) save the recorder's
+contents (``state_dict``), thinned as recorded.
 """
 
 from __future__ import annotations
@@ -78,6 +79,24 @@ class _Store:
         count = sum(e <= last_epoch for e in self.epochs)
         return np.array(self.epochs[:count], dtype=np.int64), [a[:, :count] for a in self.layers]
 
+    def flats(self, width: int, dtype: torch.dtype) -> torch.Tensor:
+        """(S, width): each snapshot's layers flattened (run-major, as in ``BatchedNet.flat``)
+        and concatenated; (0, width) of `dtype` before the first snapshot."""
+        if not self.epochs:
+            return torch.zeros((0, width), dtype=dtype)
+        return torch.stack([torch.cat([torch.from_numpy(a[:, s]).reshape(-1) for a in self.layers])
+                            for s in range(len(self.epochs))])
+
+
+def _split(flat: torch.Tensor, shapes: Sequence[tuple[int, ...]]) -> list[torch.Tensor]:
+    """The inverse of one row of ``_Store.flats``: per-layer tensors of `shapes`."""
+    parts, offset = [], 0
+    for shape in shapes:
+        size = int(np.prod(shape))
+        parts.append(flat[offset:offset + size].view(shape))
+        offset += size
+    return parts
+
 
 class SnapshotRecorder:
     """Copies a batch's weights at the snapshot epochs; call ``take`` from the training loop.
@@ -107,6 +126,44 @@ class SnapshotRecorder:
                 self._index = torch.as_tensor(self.neurons, device=weights[0].device)
             kept = [w.detach().index_select(1, self._index) for w in weights[:-1]]
             self._thin.put(epoch, [*kept, weights[-1].detach()])
+
+    def _thin_shapes(self, shapes: Sequence[tuple[int, ...]]) -> list[tuple[int, ...]]:
+        """Shapes of a thinned snapshot: hidden layers (R, K, cols), the output layer whole."""
+        k = len(self.neurons) if self.neurons is not None else 0
+        return [*((r, k, c) for r, _, c in shapes[:-1]), tuple(shapes[-1])]
+
+    def state_dict(self, shapes: Sequence[tuple[int, ...]], dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        """What a checkpoint saves (CPU tensors); `shapes`: the net's layers (R, rows, cols).
+
+        ``snapshot_epochs`` (S,) and ``snapshots`` (S, P): the snapshots recorded in full, each
+        laid out like ``BatchedNet.flat``; when thinned, also ``thin_epochs`` (T,) and
+        ``thin_snapshots`` (T, Q): every snapshot's kept rows, layer by layer.
+        """
+        def size(of) -> int:
+            return sum(int(np.prod(s)) for s in of)
+
+        state = {"snapshot_epochs": torch.tensor(self._full.epochs, dtype=torch.int64),
+                 "snapshots": self._full.flats(size(shapes), dtype)}
+        if self._thin is not None:
+            state["thin_epochs"] = torch.tensor(self._thin.epochs, dtype=torch.int64)
+            state["thin_snapshots"] = self._thin.flats(size(self._thin_shapes(shapes)), dtype)
+        return state
+
+    def load_state_dict(self, saved: dict, shapes: Sequence[tuple[int, ...]]) -> None:
+        """Refill from a checkpoint (see ``state_dict``; `shapes`: the net's layers).
+
+        A checkpoint without ``thin_snapshots`` (written before thinned snapshots were kept thin
+        in memory) holds every snapshot in full: each is recorded again, thinned as recorded.
+        """
+        thin = saved.get("thin_snapshots")
+        for epoch, flat in zip(saved["snapshot_epochs"].tolist(), saved["snapshots"], strict=True):
+            if thin is None:
+                self.take(epoch, _split(flat, shapes))
+            else:
+                self._full.put(epoch, _split(flat, shapes))
+        if thin is not None and self._thin is not None:
+            for epoch, flat in zip(saved["thin_epochs"].tolist(), thin, strict=True):
+                self._thin.put(epoch, _split(flat, self._thin_shapes(shapes)))
 
     def result(self, last_epoch: int) -> BatchSnapshots:
         """The snapshots up to `last_epoch` as numpy arrays (views of what was recorded)."""

@@ -26,7 +26,7 @@ from ._dropout import Dropout
 from ._models import BatchedNet, augment
 from ._optim import Hyper, Optimizer, get_optimizer
 from ._records import RunSpec
-from ._snapshots import BatchSnapshots, SnapshotRecorder, trim_heap
+from ._snapshots import BatchSnapshots, SnapshotRecorder
 
 DIVERGENCE_CHECK_EVERY = 50
 
@@ -109,14 +109,14 @@ class LoopState:
 
     epoch: int                                # next epoch whose loss is computed; params = theta_epoch
     loss: torch.Tensor                        # (E + 1, R); rows >= epoch not yet computed
-    taken: list[tuple[int, torch.Tensor]]     # snapshots so far: (epoch, copy of net.flat)
+    recorder: SnapshotRecorder                # the snapshots so far (thinned as recorded)
     diverged: dict[int, int] = field(default_factory=dict)   # run -> first non-finite epoch
     checked: int = 0                          # loss rows before this were checked for divergence
 
     @classmethod
-    def start(cls, net: BatchedNet, epochs: int) -> LoopState:
+    def start(cls, net: BatchedNet, epochs: int, recorder: SnapshotRecorder) -> LoopState:
         nan = torch.full((epochs + 1, net.runs), float("nan"), dtype=net.flat.dtype, device=net.flat.device)
-        return cls(0, nan, [])
+        return cls(0, nan, recorder)
 
 
 Checkpoint = Callable[[LoopState, Optimizer, "Dropout | None"], None]
@@ -152,7 +152,9 @@ def train_batch(
     `checkpoint_seconds` and when `should_stop()` turns true, which ends the batch cleanly;
     a run whose loss turns NaN/inf is stopped where it happened (its later snapshots are
     dropped); a KeyboardInterrupt ends the batch and returns what was recorded.
-    `recorder` assembles the record's snapshots (default: every layer in full).
+    `recorder` assembles the record's snapshots (default: every layer in full); each snapshot
+    goes into it when taken, so thinned snapshots are thin in memory too (not with `state`,
+    which holds its own recorder).
     """
     runs, fresh = net.runs, state is None
     # materialized once: the data never change, and bmm is fastest on contiguous batches
@@ -163,7 +165,9 @@ def train_batch(
     if dropout is None:
         dropout = Dropout.of([s.dropout for s in specs], [s.seed for s in specs], net.flat.dtype,
                              net.flat.device)
-    state = state if state is not None else LoopState.start(net, epochs)
+    if state is None:
+        state = LoopState.start(net, epochs, recorder if recorder is not None else
+                                SnapshotRecorder(snapshot_at, epochs))
     wanted, interrupted, epoch = set(snapshot_at), False, state.epoch
     if fresh:
         check_float32_resolution(net, specs, opt)
@@ -172,7 +176,7 @@ def train_batch(
         for epoch in range(state.epoch, epochs + 1):
             _loss_and_grad(net, xb, yb, dropout, state.loss, epoch)
             if epoch in wanted:
-                state.taken.append((epoch, net.flat.detach().clone()))
+                state.recorder.take(epoch, net.weights)  # copied (thinned) into the record now
             if epoch == 0 and opt.scale_free:
                 check_adam_eps(torch.cat([g.flatten(1) for g in net.grads], 1), eps, specs)
             if epoch % DIVERGENCE_CHECK_EVERY == 0 or epoch == epochs:
@@ -196,8 +200,7 @@ def train_batch(
         interrupted = True
         epoch = max(epoch - 1, 0)  # the interrupted epoch may be half-done
         _stop_diverged(net, opt, state, epoch)
-    recorder = recorder if recorder is not None else SnapshotRecorder(snapshot_at, epochs)
-    return _outcome(net, state, epoch, interrupted, recorder)
+    return _outcome(net, state, epoch, interrupted)
 
 
 def _loss_and_grad(net: BatchedNet, xb, yb, dropout: Dropout | None, loss: torch.Tensor, epoch: int) -> None:
@@ -220,25 +223,12 @@ def _stop_diverged(net: BatchedNet, opt: Optimizer, state: LoopState, epoch: int
     state.checked = epoch + 1
 
 
-def _outcome(net: BatchedNet, state: LoopState, last_epoch: int, interrupted: bool,
-             recorder: SnapshotRecorder) -> BatchOutcome:
+def _outcome(net: BatchedNet, state: LoopState, last_epoch: int, interrupted: bool) -> BatchOutcome:
     """The epochs that ran (0..last_epoch): loss rows, snapshots, divergence."""
     loss_np = state.loss[: last_epoch + 1].double().cpu().numpy()
     for run, bad_epoch in state.diverged.items():
         loss_np[bad_epoch:, run] = np.nan
-    # Each copy of net.flat goes into the record (training dtype, thinned if asked) and is
-    # released at once: the peak is one copy of the snapshots plus one snapshot.
-    taken, state.taken, freed = state.taken, [], 0
-    while taken:
-        epoch, flat = taken.pop(0)
-        if epoch <= last_epoch:
-            recorder.take(epoch, net.views(flat))
-        freed += flat.numel() * flat.element_size()
-        del flat
-        if freed > 1 << 25:
-            trim_heap()
-            freed = 0
-    snapshots = recorder.result(last_epoch)
+    snapshots = state.recorder.result(last_epoch)
     return BatchOutcome(
         epochs=snapshots.epochs,
         snapshots=snapshots,
