@@ -28,7 +28,8 @@ def test_each_factor_is_one_sweep_of_one_batch_around_the_base_setting(factor):
     assert plan.columns == [KEYS[factor], "seed"]
     assert [r.settings[KEYS[factor]] for r in plan.runs[::3]] == values
     cfg = plan.runs[0].config
-    assert (cfg["train"]["optimizer"], cfg["train"]["dtype"], cfg["train"]["epochs"]) == (optimizer, "float64", 500)
+    train = cfg["train"]
+    assert (train["optimizer"], train["dtype"], train["epochs"]) == (optimizer, "float64", 500)
     assert (cfg["model"]["width"], cfg["data"]["n"], cfg["data"]["target"]) == (100, 40, "fig5")
     for name, key in KEYS.items():  # every other factor at the base value
         section, option = key.split(".")
