@@ -55,6 +55,10 @@ GRID = "every:100"  # the snapshot grid of the run records; each run's stage end
 __all__ = ["facilitators", "largest_line_share", "sweep_spec"]
 
 
+class SweepFailed(ValueError):
+    """A batch of a facilitators sweep raised; the message is one line (the CLI exits 2)."""
+
+
 def sweep_spec(factor: str, seeds: list[int], epochs: int) -> dict[str, Any]:
     """The sweep of one factor: the fig5 preset at the base setting, a grid over the factor's values
     (``SWEEPS``), init seeds; float64, trained by the facilitators' task (docs/sweeps.md format)."""
@@ -77,8 +81,10 @@ def run_factor(ctx: Context, factor: str, epochs: int) -> list[dict[str, Any]]:
     ctx.warnings += list(dict.fromkeys(f"{factor}: {w.message}" for w in caught))
     if result.interrupted:
         raise KeyboardInterrupt(f"facilitators: the {factor} sweep was interrupted; run again to resume")
-    if result.failed:
-        raise RuntimeError(f"facilitators: the {factor} sweep failed: {'; '.join(result.errors)}")
+    if result.failed:  # e.g. condlab not importable on a Ray node: say so in one line, keep the rest
+        raise SweepFailed(f"facilitators: {result.failed} runs of the {factor} sweep failed "
+                          f"({result.errors[0]}); the finished runs are kept in {result.out}: run "
+                          "again with the same --out to continue")
     return result.rows
 
 
