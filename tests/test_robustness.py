@@ -115,6 +115,15 @@ def test_memory_estimate_counts_snapshots_and_refuses_what_cannot_fit():
         check_memory(small.with_overrides(["model.width=2000000000"]), 80, 5, 1)
 
 
+
+def test_memory_estimate_counts_every_per_run_list_and_thinned_snapshots():
+    wide = Config().with_overrides(["model.width=100000", "data.d=1", "train.snapshots=every:1"])
+    swept = wide.with_overrides(["train.weight_decay=[0, 0.1]", "model.dropout=[0, 0.2]"])
+    assert train_bytes(swept, 4, 1, 1) > 3.9 * train_bytes(wide, 4, 1, 1)   # 4 runs, not 1
+    thin = wide.with_overrides(["train.snapshot_neurons=10"])
+    assert train_bytes(thin, 4, 1, 1) < 0.6 * train_bytes(wide, 4, 1, 1)    # rows of 10 neurons kept
+
+
 def test_a_diverged_run_is_said_to_be_in_the_analysis(tmp_path, capsys):
     out = tmp_path / "div"
     assert _train("--set", "train.optimizer=gd", "--set", "train.lr=5", "--out", str(out)) == 3

@@ -177,6 +177,8 @@ def _with_run_count(cfg: Config, runs: int) -> Config:
     sized = copy.deepcopy(cfg)
     sized.train.seeds = list(range(runs))
     sized.model.init_std, sized.train.lr = sized.model.init_std[:1], sized.train.lr[:1]
+    sized.train.weight_decay, sized.train.momentum = sized.train.weight_decay[:1], sized.train.momentum[:1]
+    sized.model.dropout = sized.model.dropout[:1]
     return sized
 
 

@@ -163,24 +163,35 @@ def point_latest(folder: Path) -> Path:
 
 # ------------------------------------------------------------------------------------- memory
 
+def run_count(cfg: Config) -> int:
+    """Runs of a batch: every combination of the per-run lists (``condlab._api.run_specs``)."""
+    t, m = cfg.train, cfg.model
+    return (len(t.seeds) * len(m.init_std) * len(t.lr) * len(t.weight_decay) * len(t.momentum)
+            * len(m.dropout))
+
+
 def train_bytes(cfg: Config, n: int, d: int, d_out: int) -> int:
     """Bytes a batch needs: weights, optimizer state, workspaces, loss and snapshots (estimate).
 
     Mirrors _models.BatchedNet and _training.train_batch: the flat parameters with their
     gradient, per-run lr and Adam's four buffers; per hidden layer pre-activations, outputs and
-    slopes (R, n, m) plus two backward buffers; snapshots cloned on the device, then copied to
-    float64 arrays twice (per layer, then per run) on the host.
+    slopes (R, n, m) plus two backward buffers; the loss; the snapshots, copied once into host
+    arrays in the training dtype when taken (``train.snapshot_neurons = K``: K rows of each
+    hidden layer, and the whole network at two epochs).
     """
     m, depth, t = cfg.model.width, cfg.model.depth, cfg.train
-    runs = len(t.seeds) * len(cfg.model.init_std) * len(t.lr)
+    runs = run_count(cfg)
     size = 4 if t.dtype == "float32" else 8
     per_run = m * (d + 1) + (depth - 1) * m * (m + 1) + d_out * (m + int(cfg.model.output_bias))
     params = runs * per_run
     optimizer = (7 if t.optimizer == "adam" else 3) * params
     work = runs * n * (m * (3 * depth + 2) + (d + 1) + 3 * d_out) + params
     snaps = len(snapshot_epochs(t.snapshots, t.epochs))
-    device = (optimizer + work + (t.epochs + 1) * runs + snaps * params) * size
-    host = snaps * params * 16 + (t.epochs + 1) * runs * 16 + n * (d + d_out) * 16
+    kept = t.snapshot_neurons if 0 < t.snapshot_neurons < m else m
+    thin = runs * (kept * (d + 1) + (depth - 1) * kept * (m + 1) + d_out * (m + 1))
+    stored = snaps * params if kept == m else snaps * thin + 2 * params
+    device = (optimizer + work + (t.epochs + 1) * runs) * size
+    host = stored * size + (t.epochs + 1) * runs * 16 + n * (d + d_out) * 16
     return device + host
 
 
@@ -216,7 +227,7 @@ def check_memory(cfg: Config, n: int, d: int, d_out: int) -> None:
     """Refuse, before allocating, a batch whose estimated memory exceeds what is available."""
     need, have = train_bytes(cfg, n, d, d_out), available_bytes()
     if have is not None and need > have:
-        runs = len(cfg.train.seeds) * len(cfg.model.init_std) * len(cfg.train.lr)
+        runs = run_count(cfg)
         raise ConfigError(
             f"this config needs about {_gib(need)} of memory ({runs} run{'s' * (runs != 1)} of width "
             f"{cfg.model.width}, depth {cfg.model.depth}, {n} samples, {cfg.train.epochs} epochs) "

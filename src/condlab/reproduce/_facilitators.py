@@ -46,8 +46,6 @@ SWEEPS = {
 CLAIMS = {"init_std": "smaller initialization", "weight_decay": "larger weight decay",
           "dropout": "dropout (a larger rate)", "lr": "a larger learning rate"}
 M, N, EPOCHS, QUICK_EPOCHS = 100, 40, 3000, 2000
-
-
 KEYS = {"init_std": "model.init_std", "weight_decay": "train.weight_decay", "dropout": "model.dropout",
         "lr": "train.lr"}  # factor -> the config key its sweep varies (all per run: one batch)
 GRID = "every:100"  # the snapshot grid of the run records; each run's stage end is added to it
