@@ -120,7 +120,7 @@ def facilitators(ctx: Context) -> ExperimentResult:
                        "than at its least favourable one, by at least 0.1, per seed; a run that diverged "
                        "(non-finite loss) has no measure, and the most favourable value that trained "
                        "is used")
-    fig = new_figure(14, 3.4)
+    fig = new_figure(14, 3.7)
     axes = fig.subplots(1, 4)
     for ax, (factor, (values, optimizer, until)) in zip(axes, SWEEPS.items(), strict=True):
         claim = res.claim(f"facilitators/{factor}", f"{CLAIMS[factor]} facilitates condensation",
@@ -134,8 +134,9 @@ def facilitators(ctx: Context) -> ExperimentResult:
                          shares=[None if np.isnan(v) else round(float(v), 3) for v in shares[i]],
                          lines=[None if v < 0 else int(v) for v in lines[i]])
         _panel(ax, factor, values, shares, lines)
-        ax.set_title(f"{CLAIMS[factor]} ({optimizer}, {'initial stage' if until == 'stage' else 'end'})",
-                     fontsize=9)
+        ax.set_title(f"{CLAIMS[factor]} ({optimizer}, {'initial stage' if until == 'stage' else 'end'})\n"
+                     f"{claim.verdict} on {sum(claim.passed)}/{len(claim.outcomes)} seeds"
+                     + (" (provisional)" if ctx.quick else ""), fontsize=9)
     ctx.save(res, fig, "facilitators")
     return res
 
