@@ -8,7 +8,13 @@ raise the share of neurons on the largest line by >= 0.1 (rule fixed in the expe
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -79,6 +85,29 @@ def test_facilitators_quick_reports_four_verdicts(tmp_path):
     assert len(result.claims) == len(SWEEPS) == 4
     assert {c["id"] for c in claims["claims"]} == {f"facilitators/{k}" for k in SWEEPS}
     assert sorted(p.name for p in (tmp_path / "facilitators" / "sweeps").iterdir()) == sorted(SWEEPS)
+
+
+@pytest.mark.slow
+def test_a_killed_reproduce_continues_without_retraining_finished_runs(tmp_path):
+    out = tmp_path / "out"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(condlab.__file__).parents[1]))
+    command = [sys.executable, "-m", "condlab", "reproduce", "facilitators", "--quick", "--out", str(out)]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sweeps = out / "facilitators" / "sweeps"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None and len(list(sweeps.glob("*/results.csv"))) < 1:
+        time.sleep(0.05)
+    if proc.poll() is not None:
+        pytest.fail("reproduce finished before it could be killed")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = {p: p.stat().st_mtime_ns for p in sweeps.glob("*/runs/*/meta.json")}
+    assert before and not (out / "facilitators" / "claims.json").exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = reproduce("facilitators", quick=True, out=out)
+    assert len(result.claims) == 4 and (out / "facilitators" / "claims.json").is_file()
+    assert all(p.stat().st_mtime_ns == t for p, t in before.items())  # finished runs not retrained
 
 
 def test_largest_line_share_counts_neurons_near_the_crowded_line():
