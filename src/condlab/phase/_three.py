@@ -1,0 +1,113 @@
+"""Coordinates of the three-layer phase diagram (after Zhou, Zhou, Jin, Luo, Zhang, Xu, NeurIPS 2022).
+
+Network (our choice, see docs/phase_diagram.md "Three layers"):
+
+    f(x) = (1/alpha) sum_k a_k sigma( sum_j W2_kj sigma(W1_j . x~) ),   x~ = (x, 1)
+
+with W1 ~ N(0, beta1^2) (m x 2: weight and bias of the first hidden layer), W2 ~ N(0, beta2^2) (m x m,
+no bias), a ~ N(0, beta3^2); both hidden layers have width m. The paper's own coordinates (named
+gamma2, gamma3 there) could not be sourced here; ours generalize the two-layer ones so that the
+last layer pair reads like the JMLR two-layer network on the features of the first layer:
+
+    kappa  = beta1 beta2 beta3 sqrt(m) / alpha     gamma  = lim -log kappa  / log m
+    kappa' = beta3 / (beta1 beta2 sqrt(m))         gamma' = lim -log kappa' / log m
+    g2     = beta2 sqrt(m)                         gamma2 = lim -log g2 / log m
+
+beta1 beta2 sqrt(m) is the size of a second-layer pre-activation (beta2 sqrt(m) the gain of the middle
+layer: 1 for a LeCun-scaled W2), so kappa, kappa' are the two-layer kappa, kappa' with the input
+weights' scale replaced by that feature scale. gamma2 splits the feature scale between W1 and W2
+(0: the middle layer keeps the scale, as LeCun, He, Xavier and the NTK do). A grid point:
+``alpha = m^gamma``, ``beta3 = m^(-gamma'/2)``, ``beta2 = m^(-1/2 - gamma2)``,
+``beta1 = m^(gamma'/2 + gamma2)``: kappa = m^-gamma, kappa' = m^-gamma', g2 = m^-gamma2 exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ._param import theory_regime
+
+
+@dataclass(frozen=True)
+class Scales3:
+    """The scales of one three-layer network: output divisor alpha, stds beta1 (W1), beta2 (W2),
+    beta3 (a), at width m."""
+
+    alpha: float
+    beta1: float
+    beta2: float
+    beta3: float
+    m: int
+
+    @property
+    def kappa(self) -> float:
+        return self.beta1 * self.beta2 * self.beta3 * math.sqrt(self.m) / self.alpha
+
+    @property
+    def kappa_prime(self) -> float:
+        return self.beta3 / (self.beta1 * self.beta2 * math.sqrt(self.m))
+
+    @property
+    def gain(self) -> float:
+        return self.beta2 * math.sqrt(self.m)
+
+
+def scales3(gamma: float, gamma_prime: float, m: int, gamma2: float = 0.0) -> Scales3:
+    """(alpha, beta1, beta2, beta3) of a grid point at width m: kappa = m^-gamma, kappa' = m^-gamma',
+    beta2 sqrt(m) = m^-gamma2 exactly (our choice; see the module docstring)."""
+    if m < 1:
+        raise ValueError(f"width m={m} is not accepted: it must be >= 1")
+    fm = float(m)
+    return Scales3(fm**gamma, fm ** (gamma_prime / 2 + gamma2), fm ** (-0.5 - gamma2),
+                   fm ** (-gamma_prime / 2), m)
+
+
+def coordinates3(s: Scales3) -> tuple[float, float, float]:
+    """The finite-width estimate (gamma, gamma', gamma2) = -log(kappa, kappa', gain) / log m."""
+    if s.m < 2:
+        raise ValueError(f"width m={s.m} is not accepted: coordinates need m >= 2")
+    lm = math.log(s.m)
+    return -math.log(s.kappa) / lm, -math.log(s.kappa_prime) / lm, -math.log(s.gain) / lm
+
+
+@dataclass(frozen=True)
+class Scheme3:
+    """A named initialization written for three layers (d = 1): the two-layer table's scheme with the
+    same rule for the added middle layer; `expected` is the two-layer talk's regime (a conjecture)."""
+
+    name: str
+    gamma: float
+    gamma_prime: float
+    gamma2: float
+    expected: str
+
+    def scales(self, m: int, d: int = 1) -> Scales3:
+        """(alpha, beta1, beta2, beta3) of this scheme at width m (fan-in of W1: d, bias not counted)."""
+        alpha, b1, b2, b3 = _SCHEME3_SCALES[self.name](m, d)
+        return Scales3(alpha, b1, b2, b3, m)
+
+
+# W1 has fan-in d, W2 and a fan-in m; NTK and mean-field put the inner 1/sqrt(m) into beta2 (standard
+# parameterization, one step size for every weight), mean-field divides the output by m.
+_SCHEME3_SCALES = {
+    "lecun": lambda m, d: (1.0, math.sqrt(1 / d), math.sqrt(1 / m), math.sqrt(1 / m)),
+    "he": lambda m, d: (1.0, math.sqrt(2 / d), math.sqrt(2 / m), math.sqrt(2 / m)),
+    "xavier": lambda m, d: (1.0, math.sqrt(2 / (m + d)), math.sqrt(1 / m), math.sqrt(2 / (m + 1))),
+    "ntk": lambda m, d: (math.sqrt(m), 1.0, math.sqrt(1 / m), 1.0),
+    "mean-field": lambda m, d: (float(m), 1.0, math.sqrt(1 / m), 1.0),
+}
+
+SCHEMES3: dict[str, Scheme3] = {s.name: s for s in [
+    Scheme3("lecun", 0.5, 0.5, 0.0, "linear"),
+    Scheme3("he", 0.5, 0.5, 0.0, "linear"),
+    Scheme3("xavier", 1.0, 0.0, 0.0, "critical"),
+    Scheme3("ntk", 0.5, 0.0, 0.0, "linear"),
+    Scheme3("mean-field", 1.0, 0.0, 0.0, "critical"),
+]}
+
+
+def conjectured_regime(gamma: float, gamma_prime: float) -> str:
+    """The two-layer theorems' regime at (gamma, gamma') (JMLR Theorems 6 and 8), applied to the
+    three-layer coordinates: a CONJECTURE we compare with, not a result of the three-layer paper."""
+    return theory_regime(gamma, gamma_prime)
