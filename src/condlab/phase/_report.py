@@ -106,8 +106,12 @@ def phase_diagram_cli(args) -> int:
     from .._config import ConfigError
     from ._diagram import load_diagram_spec, preset_spec
 
+    if args.layers == 3:
+        from ._report3 import phase_diagram3_cli
+
+        return phase_diagram3_cli(args)
     if args.layers != 2:
-        raise ConfigError(f"--layers {args.layers} is not accepted: only the two-layer diagram (2) is built")
+        raise ConfigError(f"--layers {args.layers} is not accepted: choose 2 (JMLR 2021) or 3 (empirical)")
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     spec = load_diagram_spec(args.spec) if args.spec else preset_spec(mode, args.target)
     out = Path(args.out) if args.out else Path("runs") / spec.name

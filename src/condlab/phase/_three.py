@@ -111,3 +111,29 @@ def conjectured_regime(gamma: float, gamma_prime: float) -> str:
     """The two-layer theorems' regime at (gamma, gamma') (JMLR Theorems 6 and 8), applied to the
     three-layer coordinates: a CONJECTURE we compare with, not a result of the three-layer paper."""
     return theory_regime(gamma, gamma_prime)
+
+
+LAYERS3 = ("w1", "w2", "a")  # the layers whose RD is measured: W1 (with bias), W2, the output a
+
+
+def lazy_exponents(gamma: float, gamma_prime: float, gamma2: float = 0.0) -> dict[str, float]:
+    """Exponents e_l with RD(theta_l) ~ m^e_l IF training stayed lazy (our heuristic, not the paper's).
+
+    Linearize at the start: f moves O(1) in time 1/K, K = sum over weights of (df/dtheta)^2 (the
+    tangent kernel), each weight moves (df/dtheta) / K. With log_m of beta1, beta2, beta3, alpha and
+    the sizes h1 ~ beta1, h2 ~ beta1 beta2 sqrt(m) (random sums), K has the parts m beta1^2 beta2^2 m
+    / alpha^2 (a), m^2 beta1^2 beta3^2 / alpha^2 (W2), m beta2^2 beta3^2 m / alpha^2 (W1). When every
+    e_l < 0 the lazy picture is self-consistent (every layer linear); when some e_l > 0 it is not, and
+    the heuristic says nothing about which regime follows.
+    """
+    b1, b2, b3, al = gamma_prime / 2 + gamma2, -0.5 - gamma2, -gamma_prime / 2, gamma
+    da, d2, d1 = b1 + b2 + 0.5 - al, b3 + b1 - al, b3 + b2 + 0.5 - al  # log_m of df/dtheta per layer
+    k = max(1 + 2 * da, 2 + 2 * d2, 1 + 2 * d1)
+    return {"w1": d1 - k - b1, "w2": d2 - k - b2, "a": da - k - b3}
+
+
+def lazy_regime(gamma: float, gamma_prime: float, gamma2: float = 0.0) -> str:
+    """'linear' when every lazy exponent is < 0 (the lazy picture holds), else 'not linear'
+    (our heuristic conjecture; 'critical' when the largest exponent is 0)."""
+    top = max(lazy_exponents(gamma, gamma_prime, gamma2).values())
+    return "linear" if top < -1e-9 else "critical" if top <= 1e-9 else "not linear"

@@ -103,7 +103,7 @@ class _State3:
         self.dw1, self.dw2, self.da = torch.zeros_like(w1), torch.zeros_like(w2), torch.zeros_like(a)
         self.n1, self.n2, self.na = w1.norm(dim=(1, 2)), w2.norm(dim=(1, 2)), a.norm(dim=1)
         self.w2norm0 = spectral_norm(w2)
-        self.w1_0 = w1.clone()
+        self.w1_0, self.w2_out0 = w1.clone(), w2.norm(dim=1)  # W1(0); column norms of W2(0)
         self.copies = copies
         self.alpha = alpha
         self.c = torch.full_like(alpha, c)
@@ -113,7 +113,7 @@ class _State3:
 
     def keep(self, mask: torch.Tensor) -> None:
         per_net = mask.repeat_interleave(self.copies)
-        for name in ("w1", "w2", "a", "dw1", "dw2", "da", "n1", "n2", "na", "w2norm0", "w1_0"):
+        for name in ("w1", "w2", "a", "dw1", "dw2", "da", "n1", "n2", "na", "w2norm0", "w1_0", "w2_out0"):
             setattr(self, name, getattr(self, name)[per_net])
         for name in ("alpha", "c", "prev_loss", "time", "index"):
             setattr(self, name, getattr(self, name)[mask])
@@ -229,7 +229,8 @@ def _finish3(st: _State3, done, loss, step: int, tol: float, hist, results) -> N
             curve={"step": np.arange(step + 1), "loss": curve[:, 0].copy(), "time": curve[:, 1].copy()},
             neurons={"w1": st.w1[b].numpy().copy(), "w1_0": st.w1_0[b].numpy().copy(),
                      "a": st.a[b].numpy().copy(), "w2_out": st.w2[b].norm(dim=0).numpy().copy(),
-                     "w2_in": st.w2[b].norm(dim=1).numpy().copy()},
+                     "w2_in": st.w2[b].norm(dim=1).numpy().copy(),
+                     "w2_out_0": st.w2_out0[b].numpy().copy()},
         )
 
 
