@@ -15,7 +15,15 @@ import pytest
 import torch
 
 from condlab._cli import main
-from condlab.phase import SCHEMES3, DiagramSpec3, coordinates3, lazy_exponents, phase_diagram3, scales3
+from condlab.phase import (
+    SCHEMES3,
+    DiagramSpec3,
+    Scales3,
+    coordinates3,
+    lazy_exponents,
+    phase_diagram3,
+    scales3,
+)
 from condlab.phase._diagram3 import SLOPE_MARGIN, fit_layers, plan_diagram3
 from condlab.phase._train3 import _State3, init_params3, loss_grad_bound3, train3_to_convergence
 
@@ -29,25 +37,38 @@ def test_scales3_give_the_coordinates_exactly(g, gp, g2, m):
     s = scales3(g, gp, m, g2)
     assert math.isclose(s.kappa, m**-g, rel_tol=1e-12)
     assert math.isclose(s.kappa_prime, m**-gp, rel_tol=1e-12)
-    assert math.isclose(s.gain, m**-g2, rel_tol=1e-12)
+    assert math.isclose(s.kappa2, m**-g2, rel_tol=1e-12)
     assert coordinates3(s) == pytest.approx((g, gp, g2), abs=1e-12)
 
 
 def test_named_schemes_tend_to_their_coordinates():
-    # the two-layer talk's (gamma, gamma') with a scale-keeping middle layer (gamma2 = 0)
-    talk = {"lecun": (0.5, 0.5), "he": (0.5, 0.5), "xavier": (1, 0), "ntk": (0.5, 0), "mean-field": (1, 0)}
+    # the two-layer talk's (gamma, gamma'); the middle layer at gamma2 = 0 except Xavier's (fan-out m)
+    talk = {"lecun": (0.5, 0.5, 0), "he": (0.5, 0.5, 0), "xavier": (1, 0, -0.5), "ntk": (0.5, 0, 0),
+            "mean-field": (1, 0, 0)}
     assert set(SCHEMES3) == set(talk)
     big = 10**12
-    for name, (g, gp) in talk.items():
+    for name, point in talk.items():
         s = SCHEMES3[name]
-        assert (s.gamma, s.gamma_prime, s.gamma2) == (g, gp, 0.0)
-        assert coordinates3(s.scales(big, 1)) == pytest.approx((g, gp, 0.0), abs=0.07)
+        assert (s.gamma, s.gamma_prime, s.gamma2) == point
+        assert coordinates3(s.scales(big, 1)) == pytest.approx(point, abs=0.07)
+
+
+def test_rd_depends_on_the_coordinates_only():
+    """Scaling every beta by s and alpha by s^3 rescales time only: the adaptive step absorbs it."""
+    m, s = 40, 7.0
+    base = scales3(1.25, 0.5, m, 0.25)
+    moved = Scales3(base.alpha * s**3, base.beta1 * s, base.beta2 * s, base.beta3 * s, m)
+    assert coordinates3(moved) == pytest.approx(coordinates3(base), abs=1e-12)
+    one, two = train3_to_convergence(m, [base, moved], [3, 3]).runs
+    assert one.steps == two.steps
+    for layer in ("rd_w1", "rd_w2", "rd_a"):
+        assert getattr(one, layer) == pytest.approx(getattr(two, layer), rel=1e-6)
 
 
 def test_lazy_exponents_by_hand():
-    # (1, 0, 0): the W2 part of the kernel dominates (m^2 / alpha^2 = 1); W1 moves m^-1, W2 m^-1/2
+    # (1, 0, 0): the W2 part of the kernel dominates; W1 moves m^-1, W2 m^-1/2
     assert lazy_exponents(1.0, 0.0) == pytest.approx({"w1": -1.0, "w2": -0.5, "a": -1.0})
-    assert lazy_exponents(0.5, 0.5) == pytest.approx({"w1": -2.0, "w2": -1.0, "a": -1.0})
+    assert lazy_exponents(0.5, 0.5) == pytest.approx({"w1": -1.5, "w2": -1.0, "a": -0.5})
 
 
 def _perturbed_state(m: int):

@@ -6,19 +6,20 @@ Network (our choice, see docs/phase_diagram.md "Three layers"):
 
 with W1 ~ N(0, beta1^2) (m x 2: weight and bias of the first hidden layer), W2 ~ N(0, beta2^2) (m x m,
 no bias), a ~ N(0, beta3^2); both hidden layers have width m. The paper's own coordinates (named
-gamma2, gamma3 there) could not be sourced here; ours generalize the two-layer ones so that the
-last layer pair reads like the JMLR two-layer network on the features of the first layer:
+gamma2, gamma3 there) could not be sourced here. Ours: gradient flow of this ReLU network depends on
+the four scales only through kappa0 = beta1 beta2 beta3 / alpha and two ratios of the betas (scaling
+every beta by s and alpha by s^3 only rescales time), so three coordinates, all scale-free:
 
     kappa  = beta1 beta2 beta3 sqrt(m) / alpha     gamma  = lim -log kappa  / log m
-    kappa' = beta3 / (beta1 beta2 sqrt(m))         gamma' = lim -log kappa' / log m
-    g2     = beta2 sqrt(m)                         gamma2 = lim -log g2 / log m
+    kappa' = beta3 / beta1                         gamma' = lim -log kappa' / log m
+    kappa2 = beta2 sqrt(m) / beta1                 gamma2 = lim -log kappa2 / log m
 
-beta1 beta2 sqrt(m) is the size of a second-layer pre-activation (beta2 sqrt(m) the gain of the middle
-layer: 1 for a LeCun-scaled W2), so kappa, kappa' are the two-layer kappa, kappa' with the input
-weights' scale replaced by that feature scale. gamma2 splits the feature scale between W1 and W2
-(0: the middle layer keeps the scale, as LeCun, He, Xavier and the NTK do). A grid point:
-``alpha = m^gamma``, ``beta3 = m^(-gamma'/2)``, ``beta2 = m^(-1/2 - gamma2)``,
-``beta1 = m^(gamma'/2 + gamma2)``: kappa = m^-gamma, kappa' = m^-gamma', g2 = m^-gamma2 exactly.
+kappa and kappa' generalize the two-layer ones (output scale; output-layer std over first-layer std),
+and the two-layer table's schemes keep their (gamma, gamma') here; gamma2 compares the middle layer's
+std, in units of its fan-in scale 1/sqrt(m), with the first layer's (0 for LeCun, He, NTK and
+mean-field; -1/2 for Xavier). A grid point (one choice of the free overall scale):
+``beta1 = m^(gamma'/2)``, ``beta3 = m^(-gamma'/2)``, ``beta2 = m^(gamma'/2 - gamma2 - 1/2)``,
+``alpha = m^(gamma + gamma'/2 - gamma2)``: kappa = m^-gamma, kappa' = m^-gamma', kappa2 = m^-gamma2.
 """
 
 from __future__ import annotations
@@ -46,35 +47,35 @@ class Scales3:
 
     @property
     def kappa_prime(self) -> float:
-        return self.beta3 / (self.beta1 * self.beta2 * math.sqrt(self.m))
+        return self.beta3 / self.beta1
 
     @property
-    def gain(self) -> float:
-        return self.beta2 * math.sqrt(self.m)
+    def kappa2(self) -> float:
+        return self.beta2 * math.sqrt(self.m) / self.beta1
 
 
 def scales3(gamma: float, gamma_prime: float, m: int, gamma2: float = 0.0) -> Scales3:
     """(alpha, beta1, beta2, beta3) of a grid point at width m: kappa = m^-gamma, kappa' = m^-gamma',
-    beta2 sqrt(m) = m^-gamma2 exactly (our choice; see the module docstring)."""
+    kappa2 = m^-gamma2 exactly (our choice; see the module docstring)."""
     if m < 1:
         raise ValueError(f"width m={m} is not accepted: it must be >= 1")
-    fm = float(m)
-    return Scales3(fm**gamma, fm ** (gamma_prime / 2 + gamma2), fm ** (-0.5 - gamma2),
-                   fm ** (-gamma_prime / 2), m)
+    fm, h = float(m), gamma_prime / 2
+    return Scales3(fm ** (gamma + h - gamma2), fm**h, fm ** (h - gamma2 - 0.5), fm**-h, m)
 
 
 def coordinates3(s: Scales3) -> tuple[float, float, float]:
-    """The finite-width estimate (gamma, gamma', gamma2) = -log(kappa, kappa', gain) / log m."""
+    """The finite-width estimate (gamma, gamma', gamma2) = -log(kappa, kappa', kappa2) / log m."""
     if s.m < 2:
         raise ValueError(f"width m={s.m} is not accepted: coordinates need m >= 2")
     lm = math.log(s.m)
-    return -math.log(s.kappa) / lm, -math.log(s.kappa_prime) / lm, -math.log(s.gain) / lm
+    return -math.log(s.kappa) / lm, -math.log(s.kappa_prime) / lm, -math.log(s.kappa2) / lm
 
 
 @dataclass(frozen=True)
 class Scheme3:
     """A named initialization written for three layers (d = 1): the two-layer table's scheme with the
-    same rule for the added middle layer; `expected` is the two-layer talk's regime (a conjecture)."""
+    same rule for the added middle layer; `expected` is the two-layer talk's regime (a conjecture).
+    Xavier sits at gamma2 = -1/2, off the gamma2 = 0 slice (drawn there at its (gamma, gamma'))."""
 
     name: str
     gamma: float
@@ -101,7 +102,7 @@ _SCHEME3_SCALES = {
 SCHEMES3: dict[str, Scheme3] = {s.name: s for s in [
     Scheme3("lecun", 0.5, 0.5, 0.0, "linear"),
     Scheme3("he", 0.5, 0.5, 0.0, "linear"),
-    Scheme3("xavier", 1.0, 0.0, 0.0, "critical"),
+    Scheme3("xavier", 1.0, 0.0, -0.5, "critical"),
     Scheme3("ntk", 0.5, 0.0, 0.0, "linear"),
     Scheme3("mean-field", 1.0, 0.0, 0.0, "critical"),
 ]}
@@ -126,7 +127,8 @@ def lazy_exponents(gamma: float, gamma_prime: float, gamma2: float = 0.0) -> dic
     e_l < 0 the lazy picture is self-consistent (every layer linear); when some e_l > 0 it is not, and
     the heuristic says nothing about which regime follows.
     """
-    b1, b2, b3, al = gamma_prime / 2 + gamma2, -0.5 - gamma2, -gamma_prime / 2, gamma
+    h = gamma_prime / 2
+    b1, b2, b3, al = h, h - gamma2 - 0.5, -h, gamma + h - gamma2   # log_m of the scales3() point
     da, d2, d1 = b1 + b2 + 0.5 - al, b3 + b1 - al, b3 + b2 + 0.5 - al  # log_m of df/dtheta per layer
     k = max(1 + 2 * da, 2 + 2 * d2, 1 + 2 * d1)
     return {"w1": d1 - k - b1, "w2": d2 - k - b2, "a": da - k - b3}
