@@ -69,6 +69,9 @@ def test_lazy_exponents_by_hand():
     # (1, 0, 0): the W2 part of the kernel dominates; W1 moves m^-1, W2 m^-1/2
     assert lazy_exponents(1.0, 0.0) == pytest.approx({"w1": -1.0, "w2": -0.5, "a": -1.0})
     assert lazy_exponents(0.5, 0.5) == pytest.approx({"w1": -1.5, "w2": -1.0, "a": -0.5})
+    # (1.25, 1): only a outgrows its start (e_a = 1/4); redone with a at its changed size, the hidden
+    # layers' exponents move from (-1.75, -1.25) to (-1.5, -1)
+    assert lazy_exponents(1.25, 1.0) == pytest.approx({"w1": -1.5, "w2": -1.0, "a": 0.25})
 
 
 def _perturbed_state(m: int):

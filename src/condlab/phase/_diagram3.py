@@ -157,8 +157,8 @@ class LayerFit:
     distance: float          # to the two-layer boundary
     near_boundary: bool
     agrees_two_layer: bool | None   # None near the boundary
-    lazy_exponent: float     # our lazy heuristic's exponent for this layer
-    lazy_max: float          # the largest of the three (< 0: the lazy picture is self-consistent)
+    lazy_exponent: float     # our scaling heuristic's exponent for this layer (lazy_exponents)
+    lazy_hidden: float       # the larger of the two hidden layers' (< 0: the lazy picture holds)
 
 
 def fit_layers(rows: list[dict[str, Any]]) -> list[LayerFit]:
@@ -201,7 +201,7 @@ def _fit(key: tuple, runs: list[dict[str, Any]], layer: str) -> LayerFit:
     at_cap = sum(1 for r in ok if not r.get("converged"))
     return LayerFit(g, gp, g2, scheme, layer, float(slope), float(se), float(resid),
                     sorted({int(r["width"]) for r in ok}), len(ok), at_cap, measured, two, dist, near,
-                    None if near else measured == two, lazy[layer], max(lazy.values()))
+                    None if near else measured == two, lazy[layer], max(lazy["w1"], lazy["w2"]))
 
 
 def compare(fits: list[LayerFit]) -> dict[str, Any]:
@@ -211,8 +211,10 @@ def compare(fits: list[LayerFit]) -> dict[str, Any]:
     for layer in LAYERS3:
         fl = [f for f in grid if f.layer == layer]
         counted = [f for f in fl if f.agrees_two_layer is not None]
-        lazy_lin = [f for f in fl if f.lazy_max < -BOUNDARY_MARGIN]
-        lazy_not = [f for f in fl if f.lazy_max > BOUNDARY_MARGIN]
+        # the heuristic predicts: linear where this layer's and both hidden exponents < -margin;
+        # growing RD (not linear) where this layer's exponent > +margin; nothing in between
+        lazy_lin = [f for f in fl if max(f.lazy_exponent, f.lazy_hidden) < -BOUNDARY_MARGIN]
+        lazy_not = [f for f in fl if f.lazy_exponent > BOUNDARY_MARGIN]
         out[layer] = {
             "two_layer": {"counted": len(counted), "agree": sum(1 for f in counted if f.agrees_two_layer),
                           "disagree": [(f.gamma, f.gamma_prime, f.measured, f.two_layer, round(f.slope, 3))

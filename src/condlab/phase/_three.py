@@ -118,24 +118,37 @@ LAYERS3 = ("w1", "w2", "a")  # the layers whose RD is measured: W1 (with bias), 
 
 
 def lazy_exponents(gamma: float, gamma_prime: float, gamma2: float = 0.0) -> dict[str, float]:
-    """Exponents e_l with RD(theta_l) ~ m^e_l IF training stayed lazy (our heuristic, not the paper's).
+    """Exponents e_l of RD(theta_l) ~ m^e_l from our scaling heuristic (not from any paper).
 
-    Linearize at the start: f moves O(1) in time 1/K, K = sum over weights of (df/dtheta)^2 (the
-    tangent kernel), each weight moves (df/dtheta) / K. With log_m of beta1, beta2, beta3, alpha and
-    the sizes h1 ~ beta1, h2 ~ beta1 beta2 sqrt(m) (random sums), K has the parts m beta1^2 beta2^2 m
-    / alpha^2 (a), m^2 beta1^2 beta3^2 / alpha^2 (W2), m beta2^2 beta3^2 m / alpha^2 (W1). When every
-    e_l < 0 the lazy picture is self-consistent (every layer linear); when some e_l > 0 it is not, and
-    the heuristic says nothing about which regime follows.
+    Linearize: f moves O(1) in time 1/K, K = sum over weights of (df/dtheta)^2 (the tangent kernel), so
+    a weight moves (df/dtheta) / K. In log_m units with sizes s1, s2, s3 of W1, W2, a and alpha = m^al:
+    h1 ~ s1, h2 ~ s1 s2 sqrt(m) (random sums), df/da ~ s1 s2 sqrt(m)/alpha, df/dW2 ~ s3 s1/alpha,
+    df/dW1 ~ s3 s2 sqrt(m)/alpha; K = max(m (df/da)^2, m^2 (df/dW2)^2, m (df/dW1)^2). If only the output
+    layer outgrows its start (a random-feature fit: f is linear in a), the estimate is repeated once
+    with a at its changed size; for two layers this step gives the JMLR boundary gamma' = gamma - 1.
+    Where a hidden layer outgrows its start, the linearization has failed and e_l is only a hint.
     """
     h = gamma_prime / 2
-    b1, b2, b3, al = h, h - gamma2 - 0.5, -h, gamma + h - gamma2   # log_m of the scales3() point
-    da, d2, d1 = b1 + b2 + 0.5 - al, b3 + b1 - al, b3 + b2 + 0.5 - al  # log_m of df/dtheta per layer
-    k = max(1 + 2 * da, 2 + 2 * d2, 1 + 2 * d1)
-    return {"w1": d1 - k - b1, "w2": d2 - k - b2, "a": da - k - b3}
+    b = {"w1": h, "w2": h - gamma2 - 0.5, "a": -h}     # log_m of the scales3() point's betas
+    al = gamma + h - gamma2
+
+    def changes(size: dict[str, float]) -> dict[str, float]:
+        d = {"a": size["w1"] + size["w2"] + 0.5 - al, "w2": size["a"] + size["w1"] - al,
+             "w1": size["a"] + size["w2"] + 0.5 - al}
+        k = max(1 + 2 * d["a"], 2 + 2 * d["w2"], 1 + 2 * d["w1"])
+        return {layer: d[layer] - k for layer in b}
+
+    first = changes(b)
+    e = {layer: first[layer] - b[layer] for layer in b}
+    if e["a"] > 0 and e["w1"] < 0 and e["w2"] < 0:
+        second = changes({**b, "a": first["a"]})
+        e.update({layer: second[layer] - b[layer] for layer in ("w1", "w2")})
+    return e
 
 
-def lazy_regime(gamma: float, gamma_prime: float, gamma2: float = 0.0) -> str:
-    """'linear' when every lazy exponent is < 0 (the lazy picture holds), else 'not linear'
-    (our heuristic conjecture; 'critical' when the largest exponent is 0)."""
-    top = max(lazy_exponents(gamma, gamma_prime, gamma2).values())
-    return "linear" if top < -1e-9 else "critical" if top <= 1e-9 else "not linear"
+def lazy_regime(gamma: float, gamma_prime: float, gamma2: float = 0.0, margin: float = 0.0) -> str:
+    """The heuristic's verdict for the hidden layers: 'linear' when both hidden exponents are below
+    -margin, 'not linear' when one is above +margin, else 'undecided'."""
+    e = lazy_exponents(gamma, gamma_prime, gamma2)
+    top = max(e["w1"], e["w2"])
+    return "linear" if top < -margin else "not linear" if top > margin else "undecided"
