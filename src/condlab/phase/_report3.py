@@ -143,7 +143,11 @@ def _map_panel(ax, fits: list[LayerFit], layer: str, legend: bool) -> None:
     ax.plot([1, hi + 1], [0, hi], "k--", lw=1.5)
     gg, pp = np.meshgrid(np.linspace(_edges(gs)[0], _edges(gs)[-1], 120), np.linspace(lo, hi, 120))
     g2 = grid[0].gamma2
-    top = np.vectorize(lambda g, p: lazy_exponents(g, p, g2)[layer])(gg, pp)
+    def exponent(g: float, p: float) -> float:  # hidden maps: where the lazy picture fails for either
+        e = lazy_exponents(g, p, g2)
+        return e["a"] if layer == "a" else max(e["w1"], e["w2"])
+
+    top = np.vectorize(exponent)(gg, pp)
     ax.contour(gg, pp, top, levels=[0.0], colors="k", linestyles=":", linewidths=1.5)
     for f in fits:
         if f.scheme:
