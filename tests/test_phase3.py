@@ -177,6 +177,8 @@ def test_cli_layers_3_runs_a_spec_and_rejects_what_it_cannot_do(tmp_path, capsys
     assert "only relu" in err and len(err.strip().splitlines()) == 1
     assert main(["phase-diagram", "--layers", "4", "--smoke"]) == 2
     assert "--layers 4" in capsys.readouterr().err
+    assert main(["phase-diagram", "--gamma2", "0.5", "--smoke"]) == 2
+    assert "--gamma2 0.5" in capsys.readouterr().err
 
 
 def test_corners_linear_and_condensed_on_preregistered_seeds(tmp_path):

@@ -110,6 +110,8 @@ def phase_diagram_cli(args) -> int:
         from ._report3 import phase_diagram3_cli
 
         return phase_diagram3_cli(args)
+    if getattr(args, "gamma2", None) is not None:
+        raise ConfigError(f"--gamma2 {args.gamma2} is not accepted with --layers {args.layers}: only with 3")
     if args.layers != 2:
         raise ConfigError(f"--layers {args.layers} is not accepted: choose 2 (JMLR 2021) or 3 (empirical)")
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"

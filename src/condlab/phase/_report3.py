@@ -193,6 +193,9 @@ def phase_diagram3_cli(args) -> int:
 
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     spec = load_diagram_spec3(args.spec) if args.spec else preset_spec3(mode, args.target)
+    if getattr(args, "gamma2", None) is not None and args.gamma2 != spec.gamma2:
+        spec.gamma2 = float(args.gamma2)
+        spec.name += f"-gamma2{spec.gamma2:+g}"
     out = Path(args.out) if args.out else Path("runs") / spec.name
     res = phase_diagram3(spec, out=out, executor=args.executor, address=args.address,
                          progress=not args.no_progress and sys.stderr.isatty())
