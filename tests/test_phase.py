@@ -199,7 +199,7 @@ def test_cli_rejects_three_layers_and_bad_specs(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(Path(condlab.__file__).parents[1]))
     bad = tmp_path / "bad.yaml"
     bad.write_text("gamas: [1]\n")
-    for args, start in [(["--layers", "3"], "condlab: error: --layers 3 is not accepted"),
+    for args, start in [(["--layers", "4"], "condlab: error: --layers 4 is not accepted"),
                         (["--spec", str(bad)], "condlab: error: unknown diagram spec key 'gamas'")]:
         proc = subprocess.run([sys.executable, "-m", "condlab", "phase-diagram", *args, "--out",
                                str(tmp_path / "o")], capture_output=True, text=True, env=env)

@@ -167,12 +167,11 @@ def test_cli_layers_3_runs_a_spec_and_rejects_what_it_cannot_do(tmp_path, capsys
     spec = tmp_path / "s.yaml"
     spec.write_text("layers: 3\ngammas: [0.5]\ngamma_primes: [0.0]\nwidths: [16, 32]\nseeds: [0]\n"
                     "schemes: []\nmax_steps: 200\n")
-    args = ["phase-diagram", "--layers", "3", "--spec", str(spec), "--out", str(tmp_path / "o"),
-            "--no-progress"]
-    assert main(args) == 0
+    args = ["phase-diagram", "--spec", str(spec), "--out", str(tmp_path / "o"), "--no-progress"]
+    assert main(args) == 0  # the spec's `layers: 3` picks the three-layer diagram
     assert "w1:" in capsys.readouterr().out and (tmp_path / "o" / "regimes.csv").is_file()
-    spec.write_text("layers: 3\nactivation: tanh\n")
-    assert main(args) == 2
+    spec.write_text("activation: tanh\n")
+    assert main(["phase-diagram", "--layers", "3", *args[1:]]) == 2
     err = capsys.readouterr().err
     assert "only relu" in err and len(err.strip().splitlines()) == 1
     assert main(["phase-diagram", "--layers", "4", "--smoke"]) == 2

@@ -535,8 +535,9 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--quick", action="store_true", help="9x9 grid, widths 1e3-1e5, 2 seeds")
     p.add_argument("--target", default="authors", choices=["authors", "harder"],
                    help="authors: 3 points x=-0.5,0,0.5, y=-0.5,0,1 (default); harder: 4 alternating points")
-    p.add_argument("--layers", type=int, default=2,
-                   help="2: the JMLR two-layer diagram (default); 3: the empirical three-layer diagram "
+    p.add_argument("--layers", type=int,
+                   help="2: the JMLR two-layer diagram (default, or a --spec's `layers:`); 3: the empirical "
+                   "three-layer diagram "
                    "(per-layer regimes of W1, W2, a; smoke: widths 64-256, quick: 64-512)")
     p.add_argument("--gamma2", type=float, metavar="G2",
                    help="with --layers 3: the slice gamma2 (middle layer's scale; default 0, see docs)")

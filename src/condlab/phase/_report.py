@@ -106,6 +106,8 @@ def phase_diagram_cli(args) -> int:
     from .._config import ConfigError
     from ._diagram import load_diagram_spec, preset_spec
 
+    if getattr(args, "layers", None) is None:  # not given: the spec's `layers:` (three-layer specs), else 2
+        args.layers = _spec_layers(args.spec) if args.spec else 2
     if args.layers == 3:
         from ._report3 import phase_diagram3_cli
 
@@ -136,3 +138,14 @@ def phase_diagram_cli(args) -> int:
         print(f"condlab: interrupted; finished runs are kept in {out}; run again to resume", file=sys.stderr)
         return 130
     return 3 if res.sweep.failed else 0
+
+
+def _spec_layers(path: str) -> int:
+    """The `layers:` of a diagram spec file (2 when absent or unreadable: the loader reports why)."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return 2
+    return int(raw.get("layers", 2)) if isinstance(raw, dict) and isinstance(raw.get("layers", 2), int) else 2
