@@ -24,7 +24,7 @@ from condlab.phase import (
     phase_diagram3,
     scales3,
 )
-from condlab.phase._diagram3 import SLOPE_MARGIN, fit_layers, plan_diagram3
+from condlab.phase._diagram3 import SLOPE_MARGIN, fit_layers, plan_diagram3, run_sweep3
 from condlab.phase._train3 import _State3, init_params3, loss_grad_bound3, train3_to_convergence
 
 X = torch.tensor([[-0.5, 1.0], [0.0, 1.0], [0.5, 1.0]], dtype=torch.float64)
@@ -152,13 +152,13 @@ def test_tiny_diagram_end_to_end_and_resume(tmp_path):
     plan, _ = plan_diagram3(spec)
     keep, gone = plan.runs[0].hash, plan.runs[1].hash
     stamp = (tmp_path / "runs" / keep / "meta.json").stat().st_mtime_ns
-    again = phase_diagram3(spec, out=tmp_path)
-    assert again.sweep.trained == 0 and again.sweep.skipped == 10
+    again = run_sweep3(spec, out=tmp_path)  # the sweep alone: no figures to redraw
+    assert again.trained == 0 and again.skipped == 10
     import shutil
 
     shutil.rmtree(tmp_path / "runs" / gone)
-    third = phase_diagram3(spec, out=tmp_path)
-    assert third.sweep.trained == 1 and third.sweep.skipped == 9
+    third = run_sweep3(spec, out=tmp_path)
+    assert third.trained == 1 and third.skipped == 9
     assert (tmp_path / "runs" / keep / "meta.json").stat().st_mtime_ns == stamp
     assert (tmp_path / "runs" / gone / "meta.json").is_file()
 
@@ -185,8 +185,8 @@ def test_corners_linear_and_condensed_on_preregistered_seeds(tmp_path):
     (widths 64, 128, 256; seeds [0, 1] pooled in one fit per point, as the diagram fits)."""
     spec = DiagramSpec3("corners", [0.25, 2.25], [1.5, -0.5], widths=[64, 128, 256], seeds=[0, 1], schemes=[])
     spec.gammas, spec.gamma_primes = [0.25], [1.5]
-    lin = fit_layers(phase_diagram3(spec, out=tmp_path / "lin").sweep.rows)
+    lin = fit_layers(run_sweep3(spec, out=tmp_path / "lin").rows)
     assert {f.layer: f.slope < -SLOPE_MARGIN for f in lin} == {"w1": True, "w2": True, "a": True}
     spec.gammas, spec.gamma_primes = [2.25], [-0.5]
-    cond = fit_layers(phase_diagram3(spec, out=tmp_path / "cond").sweep.rows)
+    cond = fit_layers(run_sweep3(spec, out=tmp_path / "cond").rows)
     assert [f.slope for f in cond if f.layer == "w1"][0] > SLOPE_MARGIN
