@@ -95,7 +95,9 @@ def test_gradients_match_autograd_and_the_bound_covers_the_hessian():
     m = 6
     w1, w2, a, alpha = _perturbed_state(m)
     state = _State3(w1.clone(), w2.clone(), a.clone(), alpha, 1.0, 2)
-    loss, (g1, g2, ga), bound = loss_grad_bound3(state, X, Y)
+    loss, (g1, (d2, h1, g2norm), ga), bound = loss_grad_bound3(state, X, Y)
+    g2 = torch.bmm(d2.transpose(1, 2), h1)
+    assert torch.allclose(g2norm, g2.norm(dim=(1, 2)), rtol=1e-10)
     p1, p2, pa = (t.clone().requires_grad_(True) for t in (w1, w2, a))
     ref = 0.5 * ((_f(p1, p2, pa).view(2, 2, 3).sum(1) / alpha[:, None] - Y) ** 2).mean(1)
     ref.sum().backward()
