@@ -148,7 +148,8 @@ def _map_panel(ax, fits: list[LayerFit], layer: str, legend: bool) -> None:
         return e["a"] if layer == "a" else max(e["w1"], e["w2"])
 
     top = np.vectorize(exponent)(gg, pp)
-    ax.contour(gg, pp, top, levels=[0.0], colors="k", linestyles=":", linewidths=1.5)
+    # just below 0: the refined estimate saturates at exactly 0 past the boundary (a plateau)
+    ax.contour(gg, pp, top, levels=[-1e-6], colors="k", linestyles=":", linewidths=1.5)
     for f in fits:
         if f.scheme:
             ax.plot(f.gamma, f.gamma_prime, marker="*", color="k", ms=10, mec="white")

@@ -123,9 +123,10 @@ def lazy_exponents(gamma: float, gamma_prime: float, gamma2: float = 0.0) -> dic
     Linearize: f moves O(1) in time 1/K, K = sum over weights of (df/dtheta)^2 (the tangent kernel), so
     a weight moves (df/dtheta) / K. In log_m units with sizes s1, s2, s3 of W1, W2, a and alpha = m^al:
     h1 ~ s1, h2 ~ s1 s2 sqrt(m) (random sums), df/da ~ s1 s2 sqrt(m)/alpha, df/dW2 ~ s3 s1/alpha,
-    df/dW1 ~ s3 s2 sqrt(m)/alpha; K = max(m (df/da)^2, m^2 (df/dW2)^2, m (df/dW1)^2). If only the output
-    layer outgrows its start (a random-feature fit: f is linear in a), the estimate is repeated once
-    with a at its changed size; for two layers this step gives the JMLR boundary gamma' = gamma - 1.
+    df/dW1 ~ s3 s2 sqrt(m)/alpha; K = max(m (df/da)^2, m^2 (df/dW2)^2, m (df/dW1)^2). If the output
+    layer outgrows its start (while the hidden layers stay, a random-feature fit: f is linear in a),
+    the estimate is repeated once with a at its changed size; for two layers this step gives the
+    JMLR boundary gamma' = gamma - 1.
     Where a hidden layer outgrows its start, the linearization has failed and e_l is only a hint.
     """
     h = gamma_prime / 2
@@ -140,7 +141,7 @@ def lazy_exponents(gamma: float, gamma_prime: float, gamma2: float = 0.0) -> dic
 
     first = changes(b)
     e = {layer: first[layer] - b[layer] for layer in b}
-    if e["a"] > 0 and e["w1"] < 0 and e["w2"] < 0:
+    if e["a"] > 0:  # (whenever a outgrows its start: keeps e_l continuous in the coordinates)
         second = changes({**b, "a": first["a"]})
         e.update({layer: second[layer] - b[layer] for layer in ("w1", "w2")})
     return e
