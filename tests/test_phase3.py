@@ -192,3 +192,11 @@ def test_corners_linear_and_condensed_on_preregistered_seeds(tmp_path):
     spec.gammas, spec.gamma_primes = [2.25], [-0.5]
     cond = fit_layers(run_sweep3(spec, out=tmp_path / "cond").rows)
     assert [f.slope for f in cond if f.layer == "w1"][0] > SLOPE_MARGIN
+
+
+def test_a_second_diagram_on_the_same_out_is_refused(tmp_path):
+    from condlab._lock import FolderInUse, folder_lock
+
+    with folder_lock(tmp_path), pytest.raises(FolderInUse, match="in use by another phase diagram"):
+        run_sweep3(_tiny(), out=tmp_path)
+    assert not (tmp_path / "runs").exists()  # nothing trained, nothing written

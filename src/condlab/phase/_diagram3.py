@@ -248,6 +248,7 @@ def run_sweep3(spec: DiagramSpec3, *, out: Path, executor: str = "local", addres
     """Train what is not done yet in `out` through the sweep engine; write results.csv -> SweepResult."""
     import time
 
+    from .._lock import folder_lock
     from .._sweep import SweepResult, _execute, _write_inputs
     from .._sweep_run import finished_row, make_executor
     from .._sweep_table import write_table
@@ -257,11 +258,12 @@ def run_sweep3(spec: DiagramSpec3, *, out: Path, executor: str = "local", addres
     runner = make_executor(executor, address)
     out = Path(out)
     runs_dir = out / "runs"
-    done_rows = {r.hash: row for r in plan.runs if (row := finished_row(runs_dir / r.hash)) is not None}
-    todo = [b for b in (_without(b, done_rows) for b in batches) if b.runs]
-    result = SweepResult(plan, out, skipped=len(done_rows))
-    _write_inputs(out, spec3_yaml(spec), plan)
-    _execute(runner, todo, runs_dir, result, done_rows, progress)
+    with folder_lock(out, "phase diagram"):  # one process per --out (the pid of the other is named)
+        done_rows = {r.hash: row for r in plan.runs if (row := finished_row(runs_dir / r.hash)) is not None}
+        todo = [b for b in (_without(b, done_rows) for b in batches) if b.runs]
+        result = SweepResult(plan, out, skipped=len(done_rows))
+        _write_inputs(out, spec3_yaml(spec), plan)
+        _execute(runner, todo, runs_dir, result, done_rows, progress)
     result.pending = len(plan.runs) - result.skipped - result.trained - result.failed
     rows = [{**r.settings, "run": r.hash, **done_rows.get(r.hash, {"status": "pending"})} for r in plan.runs]
     result.rows, result.columns = rows, plan.columns + RESULT_COLUMNS3
