@@ -19,6 +19,7 @@ reaches 1e-15 at large gamma', below the rounding of w - w0.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -113,6 +114,10 @@ def train_to_convergence(
     a, w = init_params(m, scales, seeds, asi)
     alpha = torch.tensor([s.alpha for s in scales], dtype=torch.float64)
     st = _State(a, w.transpose(1, 2).contiguous(), alpha, c)
+    if activation == "relu" and _fused() is not None and len(x) <= _fused().MAX_POINTS:
+        results, interrupted = _train_fused(st, xt, yt, m, tol, max_steps, progress)
+        runs = [r if r is not None else _empty() for r in results]
+        return PhaseBatch(runs, time.perf_counter() - start, interrupted)
     results: list[PhaseRun | None] = [None] * len(scales)
     hist = torch.full((max_steps + 1, len(scales), 2), float("nan"), dtype=torch.float64)
     interrupted = False
@@ -199,21 +204,88 @@ def _loss_grad_bound(st: _State, xt, yt, sig, dsig, d2sig):
 
 def _finish(st: _State, done, loss, step: int, m: int, tol: float, hist, results) -> None:
     """Record the runs in `done` (a mask over the active runs)."""
-    first = slice(0, m)  # the first copy's neurons (all of them without ASI)
     for j in torch.nonzero(done).flatten().tolist():
         r = int(st.index[j])
-        lv = float(loss[j])
-        rd_w = float(st.dw[j, :, first].norm() / st.w0[j, :, first].norm())
-        rd_a = float(st.da[j, first].norm() / st.a0[j, first].norm())
-        keep = min(m, MAX_NEURONS_SAVED)
-        curve = hist[: step + 1, r].numpy()
-        results[r] = PhaseRun(
-            rd_w, rd_a, lv, step, bool(lv < tol), "complete" if math.isfinite(lv) else "diverged",
-            float(st.time[j]),
-            curve={"step": np.arange(step + 1), "loss": curve[:, 0].copy(), "time": curve[:, 1].copy()},
-            neurons={"a": st.a[j, :keep].numpy().copy(), "w": st.w[j, 0, :keep].numpy().copy(),
-                     "b": st.w[j, 1, :keep].numpy().copy()},
-        )
+        results[r] = _record(st, j, float(loss[j]), step, m, tol, hist[: step + 1, r].numpy())
+
+
+def _record(st: _State, j: int, lv: float, step: int, m: int, tol: float, curve: np.ndarray) -> PhaseRun:
+    """The PhaseRun of active run j that stopped at `step` with loss lv; curve (step + 1, 2): loss, t."""
+    first = slice(0, m)  # the first copy's neurons (all of them without ASI)
+    rd_w = float(st.dw[j, :, first].norm() / st.w0[j, :, first].norm())
+    rd_a = float(st.da[j, first].norm() / st.a0[j, first].norm())
+    keep = min(m, MAX_NEURONS_SAVED)
+    return PhaseRun(
+        rd_w, rd_a, lv, step, bool(lv < tol), "complete" if math.isfinite(lv) else "diverged",
+        float(st.time[j]),
+        curve={"step": np.arange(step + 1), "loss": curve[:, 0].copy(), "time": curve[:, 1].copy()},
+        neurons={"a": st.a[j, :keep].numpy().copy(), "w": st.w[j, 0, :keep].numpy().copy(),
+                 "b": st.w[j, 1, :keep].numpy().copy()},
+    )
+
+
+def _fused():
+    """The compiled ReLU step (condlab.phase._relu_fused), or None where numba is missing."""
+    try:
+        from . import _relu_fused
+    except ImportError:
+        return None
+    return _relu_fused
+
+
+def _train_fused(st: _State, xt, yt, m: int, tol: float, max_steps: int, progress):
+    """train_to_convergence's loop for ReLU through the compiled one-pass step: each run on its own
+    (they are independent) in a pool of torch.get_num_threads() threads; same result as the loop
+    over _loss_grad_bound up to rounding (tests/test_phase_fused.py)."""
+    from concurrent.futures import ThreadPoolExecutor, wait
+
+    fz = _fused()
+    x, y = xt[:, 0].numpy().copy(), yt.numpy().copy()
+    n_runs, width = st.a.shape
+    advance = fz.kernels(len(x))[0]  # compiled here, before the threads start
+    results: list[PhaseRun | None] = [None] * n_runs
+    steps = [0] * n_runs
+    stop = threading.Event()
+    chunk = max(1, 20_000_000 // (width * len(x)))  # about 0.05-0.2 s between checks for Ctrl-C
+
+    def one(j: int) -> None:
+        weights = [st.a[j].numpy(), st.w[j, 0].numpy(), st.w[j, 1].numpy(),
+                   st.da[j].numpy(), st.dw[j, 0].numpy(), st.dw[j, 1].numpy()]
+        hist = np.full((max_steps + 1, 2), np.nan)  # per run: a batch of small widths has many runs
+        sums = fz.new_sums(len(x))
+        fz.forward(weights, x, sums)
+        state = np.array([float(st.c[j]), math.inf, 0.0])
+        step, done = 0, False
+        while not done and not stop.is_set():
+            step, done = advance(*weights, x, y, float(st.alpha[j]), state, *sums, hist, step,
+                                    max_steps, tol, chunk)
+            steps[j] = step
+        if done:
+            st.time[j] = state[fz.TIME]
+            results[j] = _record(st, j, float(hist[step, 0]), step, m, tol, hist[: step + 1])
+
+    interrupted = False
+    with ThreadPoolExecutor(max(1, min(n_runs, torch.get_num_threads()))) as pool:
+        futures = [pool.submit(one, j) for j in range(n_runs)]
+        shown = 0
+        try:
+            while wait(futures, timeout=0.2)[1]:
+                shown = _show(progress, max(steps), shown)
+        except KeyboardInterrupt:
+            stop.set()
+            interrupted = True
+        wait(futures)
+    _show(progress, max(steps), shown)
+    for fut in futures:
+        fut.result()  # re-raise a worker's error
+    return results, interrupted
+
+
+def _show(progress, now: int, shown: int) -> int:
+    """Progress in steps of the slowest run, as the batched loop reports it."""
+    if progress is not None and now > shown:
+        progress.update(now - shown)
+    return max(now, shown)
 
 
 def _empty() -> PhaseRun:
