@@ -40,7 +40,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, nargs="+", default=[1])
     ap.add_argument("--widths", type=int, nargs="+", default=[1000, 10_000, 100_000])
-    ap.add_argument("--steps", type=int, default=40, help="steps per timed pair")
+    ap.add_argument("--steps", type=int, default=100, help="steps per timed pair")
     ap.add_argument("--repeats", type=int, default=2, help="interleaved (reference, compiled) pairs")
     args = ap.parse_args()
     spec = preset_spec("quick")
