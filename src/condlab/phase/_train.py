@@ -247,7 +247,7 @@ def _train_fused(st: _State, xt, yt, m: int, tol: float, max_steps: int, progres
     fz = _fused()
     x, y = xt[:, 0].numpy().copy(), yt.numpy().copy()
     n_runs, width = st.a.shape
-    advance = fz.kernels(len(x))[0]  # compiled here, before the threads start
+    advance = fz.kernels(len(x))[0]  # generated here; numba compiles it at its first call
     results: list[PhaseRun | None] = [None] * n_runs
     steps = [0] * n_runs
     stop = threading.Event()
@@ -263,7 +263,7 @@ def _train_fused(st: _State, xt, yt, m: int, tol: float, max_steps: int, progres
         step, done = 0, False
         while not done and not stop.is_set():
             step, done = advance(*weights, x, y, float(st.alpha[j]), state, *sums, hist, step,
-                                    max_steps, tol, chunk)
+                                 max_steps, tol, chunk)
             steps[j] = step
         if done:
             st.time[j] = state[fz.TIME]
