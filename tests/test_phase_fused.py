@@ -91,3 +91,21 @@ def test_progress_counts_the_slowest_runs_steps():
     batch = train_to_convergence(50, [scales(g, gp, 50) for g, gp in POINTS[:3]], [0, 1, 2],
                                  progress=count)
     assert count.total == max(r.steps for r in batch.runs)
+
+
+def test_ctrl_c_stops_the_compiled_runs_and_marks_the_batch_interrupted():
+    import _thread
+    import threading
+    import time
+
+    m = 2000  # never reaches tol = 0 within the budget: only Ctrl-C can end it early
+    timer = threading.Timer(1.0, _thread.interrupt_main)
+    start = time.perf_counter()
+    timer.start()
+    try:
+        batch = train_to_convergence(m, [scales(g, gp, m) for g, gp in POINTS[:2]], [0, 1], tol=0.0,
+                                     max_steps=1_000_000)
+    finally:
+        timer.cancel()
+    assert batch.interrupted and time.perf_counter() - start < 30
+    assert all(r.status == "interrupted" for r in batch.runs)
