@@ -240,8 +240,11 @@ def test_ray_diagram_equals_the_in_process_one(tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text("gammas: [0.5, 1.75]\ngamma_primes: [0.0, 1.0]\nschemes: [ntk]\n"
                     "widths: [100, 300, 1000]\nseeds: [0]\n")
+    # HOME in tmp_path: Ray keeps per-user state in ~/.ray (an auth token left there by another
+    # Ray session makes this head refuse its own workers); the test must not depend on it
+    (tmp_path / "home").mkdir()
     env = dict(os.environ, WORK=str(tmp_path), PY=sys.executable, OMP_NUM_THREADS="1",
-               RAY=str(Path(sys.executable).parent / "ray"),
+               HOME=str(tmp_path / "home"), RAY=str(Path(sys.executable).parent / "ray"),
                PYTHONPATH=str(Path(condlab.__file__).parents[1]))
     subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", "bash", "-c", RAY_SCRIPT], env=env,
                    timeout=600, check=False)

@@ -84,8 +84,11 @@ def test_ray_executor_on_a_loopback_head_gives_the_in_process_table(tmp_path):
     if reason:
         pytest.skip(reason)
     (tmp_path / "spec.yaml").write_text(SPEC.replace("DATA_DIR", str(tmp_path / "no-data")))
+    # HOME in tmp_path: Ray keeps per-user state in ~/.ray (an auth token left there by another
+    # Ray session makes this head refuse its own workers); the test must not depend on it
+    (tmp_path / "home").mkdir()
     env = dict(os.environ, WORK=str(tmp_path), PY=sys.executable, OMP_NUM_THREADS="1",
-               RAY=str(Path(sys.executable).parent / "ray"),
+               HOME=str(tmp_path / "home"), RAY=str(Path(sys.executable).parent / "ray"),
                PYTHONPATH=str(Path(condlab.__file__).parents[1]))
     start = time.perf_counter()
     proc = subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", "bash", "-c", SCRIPT],

@@ -10,6 +10,7 @@ place (removing it would let a third process lock a different file of the same n
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +18,10 @@ from pathlib import Path
 from ._config import ConfigError
 
 LOCK_NAME = ".lock"
+# A holder that is exiting (killed a moment ago; or a child it forked that has not reached
+# exec yet, which holds a copy of the descriptor) keeps the lock for a few milliseconds to a
+# second on a loaded machine: wait that long before calling the folder busy.
+GRACE_SECONDS = 3.0
 
 
 class FolderInUse(ConfigError):
@@ -35,16 +40,27 @@ def folder_lock(out: Path, what: str = "sweep", flag: str = "--out") -> Iterator
     out.mkdir(parents=True, exist_ok=True)
     fd = os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _try_lock(fcntl, fd, GRACE_SECONDS):
             raise FolderInUse(f"{flag} '{out}' is in use by another {what} (pid {_holder(fd)}): wait "
-                              f"for it to end, or choose another {flag}") from None
+                              f"for it to end, or choose another {flag}")
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         yield out
     finally:
         os.close(fd)  # releases the lock
+
+
+def _try_lock(fcntl, fd: int, grace: float) -> bool:
+    """Take the exclusive lock, retrying for `grace` seconds; False when still held then."""
+    deadline = time.monotonic() + grace
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
 
 
 def _holder(fd: int) -> str:
