@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 
 from ._activations import Activation, get_activation
+from ._cpu import bmm_into, numpy_bmm
 
 if TYPE_CHECKING:
     from ._config import ModelConfig
@@ -107,13 +108,14 @@ class Architecture:
 
         The data come with their column of ones (made once), so the first layer is one bmm on
         the full weight; deeper layers add their bias by baddbmm, keeping activations
-        contiguous. Returned tensors are workspace buffers, overwritten by the next call.
+        contiguous. Returned tensors (f too) are workspace buffers, overwritten by the next call.
+        Small products go through numpy's BLAS on CPU (condlab._cpu.bmm_into).
         """
         inputs = [x_aug]
         for layer in range(self.depth):
             w, z_out = weights[layer], work["z"][layer]
             if layer == 0:
-                z = torch.bmm(x_aug, w.transpose(1, 2), out=z_out)
+                z = bmm_into(x_aug, w.transpose(1, 2), z_out)
             else:
                 z = torch.baddbmm(w[:, None, :, -1], inputs[-1], w[:, :, :-1].transpose(1, 2), out=z_out)
             h, slope = work["h"][layer], work["slope"][layer]
@@ -124,7 +126,7 @@ class Architecture:
                 h.add_(inputs[-1])
             inputs.append(h)
         a = weights[-1]
-        f = torch.bmm(inputs[-1], a[:, :, :self.width].transpose(1, 2))
+        f = bmm_into(inputs[-1], a[:, :, :self.width].transpose(1, 2), work["f"])
         if self.output_bias:  # a tiny (R, n, d_out) add: cheaper than baddbmm's broadcast copy
             f.add_(a[:, None, :, -1])
         return f, inputs
@@ -166,14 +168,17 @@ class Architecture:
         (d + 1 << m); bmm writes its (cols, rows) transpose 1.2-3.5x faster than (rows, cols).
         """
         if inputs.shape[2] == grad.shape[2]:  # input carries its 1: bias included
+            if numpy_bmm(g.transpose(1, 2), inputs, grad):  # CPU: no transpose trick needed
+                return
             if narrow is not None:
                 torch.bmm(inputs.transpose(1, 2), g, out=narrow)
                 grad.copy_(narrow.transpose(1, 2))
             else:
                 torch.bmm(g.transpose(1, 2), inputs, out=grad)
             return
-        torch.bmm(g.transpose(1, 2), inputs, out=work)
-        grad[:, :, :work.shape[2]].copy_(work)
+        if not numpy_bmm(g.transpose(1, 2), inputs, grad[:, :, :work.shape[2]]):  # in place on CPU
+            torch.bmm(g.transpose(1, 2), inputs, out=work)
+            grad[:, :, :work.shape[2]].copy_(work)
         if bias:
             grad[:, :, -1].copy_(g.sum(1))
 

@@ -31,8 +31,11 @@ import numpy as np
 import torch
 
 # Elements per thread below which splitting costs more than it saves (a pool round trip is
-# ~20-40 us; np.tanh does 32768 float64 values in ~60 us).
+# ~20-40 us; np.tanh does 32768 float64 values in ~60 us); for products, multiply-adds.
 PARALLEL_MIN = 1 << 15
+PARALLEL_MIN_FLOPS = 1 << 19
+# OpenBLAS runs a product on one thread up to m*n*k = 65536 * GEMM_MULTITHREAD_THRESHOLD (4)
+BLAS_SINGLE_MAX = 1 << 18
 _FAST_DTYPES = (torch.float32, torch.float64)
 _pool: ThreadPoolExecutor | None = None
 _pool_key = (0, 0)  # (workers, pid): a forked child (Ray, multiprocessing) has no pool threads
@@ -57,30 +60,65 @@ def tanh_into(t: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     src, dst = as_numpy(t), as_numpy(out)
     if src is None or dst is None or src.dtype != dst.dtype or src.shape != dst.shape:
         return torch.tanh(t, out=out)
-    _elementwise(np.tanh, src, dst)
+    threads = min(torch.get_num_threads(), src.size // PARALLEL_MIN)
+    if threads <= 1:
+        np.tanh(src, out=dst)
+    elif src.flags.c_contiguous and dst.flags.c_contiguous:
+        _in_parallel(lambda a, b: np.tanh(a, out=b), [src.reshape(-1), dst.reshape(-1)], threads)
+    else:  # ranges of the longest axis
+        axis = int(np.argmax(src.shape))
+        _in_parallel(lambda a, b: np.tanh(a, out=b), [np.moveaxis(src, axis, 0), np.moveaxis(dst, axis, 0)],
+                     threads)
     return out
 
 
-def _elementwise(ufunc: np.ufunc, src: np.ndarray, dst: np.ndarray) -> None:
-    """dst <- ufunc(src), split over torch.get_num_threads() threads when that pays."""
-    threads = min(torch.get_num_threads(), src.size // PARALLEL_MIN)
-    if threads <= 1:
-        ufunc(src, out=dst)
-        return
-    flat = src.flags.c_contiguous and dst.flags.c_contiguous
-    parts = list(zip(_split(src, threads, flat), _split(dst, threads, flat), strict=True))
+def bmm_into(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """out <- a @ b for stacks (R, i, k) @ (R, k, j) -> (R, i, j): numpy's BLAS on CPU, else torch.bmm."""
+    if not numpy_bmm(a, b, out):
+        torch.bmm(a, b, out=out)
+    return out
+
+
+def numpy_bmm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> bool:
+    """out <- a @ b through numpy's BLAS when it applies (CPU, small products); False otherwise.
+
+    numpy hands each small product to OpenBLAS with less overhead than torch.bmm (at the
+    Fig. 3 batch, one thread: 1.3-3x faster, most for float64 and for the first layer's
+    weight gradient). Products large enough for OpenBLAS to use its own threads
+    (i*j*k > BLAS_SINGLE_MAX) are left to torch, so torch.set_num_threads keeps its meaning;
+    so are layouts that numpy would not pass to BLAS (no unit stride in a matrix).
+    """
+    arrays = [as_numpy(a), as_numpy(b), as_numpy(out)]
+    i, k = a.shape[1:]
+    j = b.shape[2]
+    if any(x is None for x in arrays) or i * j * k > BLAS_SINGLE_MAX or not all(map(_blas_ok, arrays)):
+        return False
+    threads = min(torch.get_num_threads(), a.shape[0], a.shape[0] * i * j * k // PARALLEL_MIN_FLOPS)
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is detected by its loss
+        if threads <= 1:
+            np.matmul(*arrays[:2], out=arrays[2])
+        else:
+            _in_parallel(lambda x, y, z: np.matmul(x, y, out=z), arrays, threads)
+    return True
+
+
+def _blas_ok(a: np.ndarray) -> bool:
+    """Whether each matrix of a stack has a unit stride, so numpy calls BLAS (not its slow loop)."""
+    unit = a.itemsize
+    return a.strides[-1] == unit or a.strides[-2] == unit
+
+
+def _in_parallel(fn, arrays: list[np.ndarray], threads: int) -> None:
+    """fn(*parts) on `threads` ranges of the arrays' first axis: the calling thread does one."""
+    bounds = np.linspace(0, arrays[0].shape[0], threads + 1).astype(int)
+    parts = [[x[lo:hi] for x in arrays] for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
     pool = _get_pool(threads - 1)
-    futures = [pool.submit(ufunc, a, out=b) for a, b in parts[1:]]
-    ufunc(parts[0][0], out=parts[0][1])  # the calling thread does its share too
-    for future in futures:
-        future.result()
-
-
-def _split(a: np.ndarray, k: int, flat: bool) -> list[np.ndarray]:
-    """k views covering `a`: ranges of the flat (contiguous) array, else of its longest axis."""
-    if flat:
-        return np.array_split(a.reshape(-1), k)
-    return np.array_split(a, k, axis=int(np.argmax(a.shape)))
+    futures = [pool.submit(fn, *part) for part in parts[1:]]
+    try:
+        fn(*parts[0])
+    finally:
+        for future in futures:
+            future.result()
 
 
 def _get_pool(workers: int) -> ThreadPoolExecutor:

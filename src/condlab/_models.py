@@ -91,6 +91,7 @@ class BatchedNet:
                 "h": [make(n, m) for _ in range(depth)],
                 "slope": [make(n, m) for _ in range(depth)],
                 "g": [make(n, m), make(n, m)],
+                "f": make(n, self.arch.d_out),
                 # weight gradients without the bias column, copied into the flat gradient
                 "gw": [make(rows, cols - 1) for rows, cols in self.arch.shapes[:-1]]
                 + [make(self.arch.d_out, m)],
