@@ -151,10 +151,27 @@ def test_bmm_into_leaves_what_numpy_cannot_do_well_to_torch():
     out = torch.empty(5, 3, 4, dtype=torch.float64)
     assert not numpy_bmm(a[:, :, ::2], b[:, ::2, :], out)                 # no unit stride: numpy's slow loop
     assert not numpy_bmm(a.float(), b.float(), out.to(torch.bfloat16))   # dtypes numpy cannot view
-    big = torch.zeros(1, 2048, 2048)
-    assert not numpy_bmm(big, big[:, :, :64], torch.empty(1, 2048, 64))  # OpenBLAS would use its threads
+    wide = torch.zeros(1, 64, 2048)   # a product above OpenBLAS's one-thread size with a wide output
+    assert not numpy_bmm(wide, torch.zeros(1, 2048, 2048), torch.empty(1, 64, 2048))
     bmm_into(a[:, :, ::2], b[:, ::2, :], out)
     torch.testing.assert_close(out, torch.bmm(a[:, :, ::2], b[:, ::2, :]), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_large_products_in_row_blocks_equal_torch_bmm(threads, monkeypatch):
+    # the wide layer's weight gradient g^T x: (m x n) @ (n x d+1), cut into row blocks
+    gen = torch.Generator().manual_seed(2)
+    g = torch.randn(2, 80, 30_001, generator=gen, dtype=torch.float64)
+    x = torch.randn(2, 80, 6, generator=gen, dtype=torch.float64)
+    out = torch.empty(2, 30_001, 6, dtype=torch.float64)
+    monkeypatch.setattr(_cpu, "BLAS_SINGLE_MAX", 6 * 80 * 1000)   # blocks of 1000 rows, one ragged
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        assert numpy_bmm(g.transpose(1, 2), x, out)
+    finally:
+        torch.set_num_threads(before)
+    torch.testing.assert_close(out, torch.bmm(g.transpose(1, 2), x), rtol=1e-13, atol=1e-13)
 
 
 def test_bmm_into_is_silent_on_overflow():

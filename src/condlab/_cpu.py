@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 import torch
@@ -63,12 +65,13 @@ def tanh_into(t: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     threads = min(torch.get_num_threads(), src.size // PARALLEL_MIN)
     if threads <= 1:
         np.tanh(src, out=dst)
-    elif src.flags.c_contiguous and dst.flags.c_contiguous:
-        _in_parallel(lambda a, b: np.tanh(a, out=b), [src.reshape(-1), dst.reshape(-1)], threads)
+        return out
+    if src.flags.c_contiguous and dst.flags.c_contiguous:
+        src, dst = src.reshape(-1), dst.reshape(-1)
     else:  # ranges of the longest axis
         axis = int(np.argmax(src.shape))
-        _in_parallel(lambda a, b: np.tanh(a, out=b), [np.moveaxis(src, axis, 0), np.moveaxis(dst, axis, 0)],
-                     threads)
+        src, dst = np.moveaxis(src, axis, 0), np.moveaxis(dst, axis, 0)
+    _in_parallel([partial(np.tanh, src[part], out=dst[part]) for part in _ranges(len(src), threads)])
     return out
 
 
@@ -80,26 +83,40 @@ def bmm_into(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> torch.Tenso
 
 
 def numpy_bmm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> bool:
-    """out <- a @ b through numpy's BLAS when it applies (CPU, small products); False otherwise.
+    """out <- a @ b through numpy's BLAS when it applies (CPU float32/float64); False otherwise.
 
-    numpy hands each small product to OpenBLAS with less overhead than torch.bmm (at the
-    Fig. 3 batch, one thread: 1.3-3x faster, most for float64 and for the first layer's
-    weight gradient). Products large enough for OpenBLAS to use its own threads
-    (i*j*k > BLAS_SINGLE_MAX) are left to torch, so torch.set_num_threads keeps its meaning;
-    so are layouts that numpy would not pass to BLAS (no unit stride in a matrix).
+    numpy hands each product to OpenBLAS with less overhead than torch.bmm: at the Fig. 3
+    batch (64 x (80x6 @ 6x50) and the gradients), one thread, 1.3-3x faster, most in float64
+    and for the first layer's weight gradient (g^T x). OpenBLAS would spread a product above
+    BLAS_SINGLE_MAX multiply-adds over its own threads, ignoring torch.set_num_threads; such
+    products are cut into row blocks below it (the wide layer's g^T x, (m x n) @ (n x d+1):
+    2-4x torch's bmm at m = 1e5), or left to torch when their output is wider than tall
+    (measured: no gain). Layouts numpy would not pass to BLAS (no unit stride) stay with torch.
     """
     arrays = [as_numpy(a), as_numpy(b), as_numpy(out)]
-    i, k = a.shape[1:]
-    j = b.shape[2]
-    if any(x is None for x in arrays) or i * j * k > BLAS_SINGLE_MAX or not all(map(_blas_ok, arrays)):
+    if any(x is None for x in arrays) or not all(map(_blas_ok, arrays)):
         return False
-    threads = min(torch.get_num_threads(), a.shape[0], a.shape[0] * i * j * k // PARALLEL_MIN_FLOPS)
+    runs, i, k = a.shape
+    j = b.shape[2]
+    rows = i if i * j * k <= BLAS_SINGLE_MAX else BLAS_SINGLE_MAX // (j * k)
+    if rows < i and (rows < 1 or i < j):
+        return False
+    blocks = [slice(lo, min(lo + rows, i)) for lo in range(0, i, rows)]
+    threads = min(torch.get_num_threads(), runs * len(blocks), runs * i * j * k // PARALLEL_MIN_FLOPS)
     with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is detected by its loss
         if threads <= 1:
-            np.matmul(*arrays[:2], out=arrays[2])
-        else:
-            _in_parallel(lambda x, y, z: np.matmul(x, y, out=z), arrays, threads)
+            _products(*arrays, slice(None), blocks)
+        elif len(blocks) == 1:   # many small products: ranges of runs
+            _in_parallel([partial(_products, *arrays, part, blocks) for part in _ranges(runs, threads)])
+        else:                    # a few large ones: ranges of row blocks
+            _in_parallel([partial(_products, *arrays, slice(None), blocks[part])
+                          for part in _ranges(len(blocks), threads)])
     return True
+
+
+def _products(a: np.ndarray, b: np.ndarray, out: np.ndarray, runs: slice, blocks: list[slice]) -> None:
+    for rows in blocks:
+        np.matmul(a[runs, rows], b[runs], out=out[runs, rows])
 
 
 def _blas_ok(a: np.ndarray) -> bool:
@@ -108,14 +125,18 @@ def _blas_ok(a: np.ndarray) -> bool:
     return a.strides[-1] == unit or a.strides[-2] == unit
 
 
-def _in_parallel(fn, arrays: list[np.ndarray], threads: int) -> None:
-    """fn(*parts) on `threads` ranges of the arrays' first axis: the calling thread does one."""
-    bounds = np.linspace(0, arrays[0].shape[0], threads + 1).astype(int)
-    parts = [[x[lo:hi] for x in arrays] for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
-    pool = _get_pool(threads - 1)
-    futures = [pool.submit(fn, *part) for part in parts[1:]]
+def _ranges(size: int, parts: int) -> list[slice]:
+    """`parts` contiguous, near-equal slices covering range(size)."""
+    bounds = [size * p // parts for p in range(parts + 1)]
+    return [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def _in_parallel(tasks: list[Callable[[], object]]) -> None:
+    """Run the tasks on the pool, the first on the calling thread; return when all are done."""
+    pool = _get_pool(len(tasks) - 1)
+    futures = [pool.submit(task) for task in tasks[1:]]
     try:
-        fn(*parts[0])
+        tasks[0]()
     finally:
         for future in futures:
             future.result()
