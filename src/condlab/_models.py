@@ -92,6 +92,7 @@ class BatchedNet:
                 "slope": [make(n, m) for _ in range(depth)],
                 "g": [make(n, m), make(n, m)],
                 "f": make(n, self.arch.d_out),
+                "xd": make(n, self.arch.shapes[0][1]),   # the inputs times dR/df (Architecture)
                 # weight gradients without the bias column, copied into the flat gradient
                 "gw": [make(rows, cols - 1) for rows, cols in self.arch.shapes[:-1]]
                 + [make(self.arch.d_out, m)],
