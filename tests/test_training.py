@@ -36,12 +36,12 @@ CASES = [
 
 
 @pytest.mark.parametrize("arch_name,width,depth,acts,optimizer,output_bias,d_out", CASES)
-def test_batched_equals_single_runs(arch_name, width, depth, acts, optimizer, output_bias, d_out):
+def test_batched_equals_single_runs(arch_name, width, depth, acts, optimizer, output_bias, d_out, n=30):
     cfg = condlab.ModelConfig(arch=arch_name, width=width, depth=depth, activations=acts,
                               d_out=d_out, output_bias=output_bias)
     arch = Architecture.from_config(cfg, d=3)
     gen = torch.Generator().manual_seed(7)
-    x = torch.rand(30, 3, generator=gen, dtype=torch.float64) * 6 - 4
+    x = torch.rand(n, 3, generator=gen, dtype=torch.float64) * 6 - 4
     y = torch.sin(3 * x).sum(1, keepdim=True).repeat(1, d_out)
     # GD step sizes kept in the stable regime: a chaotic run amplifies round-off itself
     lr_scale = 1e-3 if optimizer == "adam" else 0.05
@@ -61,6 +61,11 @@ def test_batched_equals_single_runs(arch_name, width, depth, acts, optimizer, ou
             assert torch.allclose(w_batched, w_ref, rtol=0, atol=1e-9 * scale), (r, k)
             # and training really moved the weights (the test would pass on a no-op otherwise)
             assert (w_ref - inits[r][k]).abs().max().item() > 1e-6 * scale
+
+
+def test_one_hidden_layer_with_fewer_points_than_inputs_equals_single_runs():
+    # n <= d + 1 takes the backward pass's other branch (no folding of dR/df into the inputs)
+    test_batched_equals_single_runs("fc", 20, 1, ["tanh"], "adam", True, 1, n=3)
 
 
 def test_loss_curve_matches_eq3_and_initial_stage():

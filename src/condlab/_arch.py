@@ -140,9 +140,9 @@ class Architecture:
         slopes, buffers, top = work["slope"], work["g"], self.depth - 1
         self._weight_grad(grads[-1], delta, inputs[-1], work["gw"][-1], bias=self.output_bias)
         a_bar = weights[-1][:, :, :self.width]                       # (R, d_out, m)
-        if self.d_out == 1 and self.depth == 1:
+        if self.d_out == 1 and self.depth == 1 and delta.shape[1] > inputs[0].shape[2]:
             # dR/dW_1[j] = a_j sum_n sigma'(z_nj) delta_n x_n: delta scales the (n, d+1) inputs and
-            # a the (m, d+1) product, instead of two passes over the (n, m) slopes
+            # a the (m, d+1) product, instead of two passes over the (n, m) slopes (when n > d+1)
             x_delta = torch.mul(inputs[0], delta, out=work["xd"])
             self._weight_grad(grads[0], slopes[0], x_delta, work["gw"][0], bias=True, narrow=work.get("gt"))
             grads[0].mul_(a_bar.transpose(1, 2))
