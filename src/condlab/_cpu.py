@@ -38,7 +38,6 @@ PARALLEL_MIN = 1 << 15
 PARALLEL_MIN_FLOPS = 1 << 19
 # OpenBLAS runs a product on one thread up to m*n*k = 65536 * GEMM_MULTITHREAD_THRESHOLD (4)
 BLAS_SINGLE_MAX = 1 << 18
-_FAST_DTYPES = (torch.float32, torch.float64)
 _pool: ThreadPoolExecutor | None = None
 _pool_key = (0, 0)  # (workers, pid): a forked child (Ray, multiprocessing) has no pool threads
 _pool_lock = threading.Lock()
@@ -49,12 +48,13 @@ def as_numpy(t: torch.Tensor) -> np.ndarray | None:
 
     Only CPU float32/float64 strided tensors without autograd history qualify.
     """
-    if t.device.type != "cpu" or t.dtype not in _FAST_DTYPES or t.layout != torch.strided or t.requires_grad:
+    if not t.is_cpu:
         return None
-    try:
-        return t.numpy()
-    except (RuntimeError, TypeError):  # e.g. a lazily negated view: numpy cannot see it
+    try:   # Tensor.numpy refuses what numpy cannot view (autograd, bfloat16, sparse, lazy negation)
+        array = t.numpy()
+    except (RuntimeError, TypeError):
         return None
+    return array if array.dtype.char in "fd" else None   # float32, float64
 
 
 def tanh_into(t: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -93,17 +93,24 @@ def numpy_bmm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> bool:
     2-4x torch's bmm at m = 1e5), or left to torch when their output is wider than tall
     (measured: no gain). Layouts numpy would not pass to BLAS (no unit stride) stay with torch.
     """
-    arrays = [as_numpy(a), as_numpy(b), as_numpy(out)]
-    if any(x is None for x in arrays) or not all(map(_blas_ok, arrays)):
+    x, y, z = as_numpy(a), as_numpy(b), as_numpy(out)
+    if x is None or y is None or z is None or not (_blas_ok(x) and _blas_ok(y) and _blas_ok(z)):
         return False
-    runs, i, k = a.shape
-    j = b.shape[2]
-    rows = i if i * j * k <= BLAS_SINGLE_MAX else BLAS_SINGLE_MAX // (j * k)
+    runs, i, k = x.shape
+    j = y.shape[2]
+    if i * j * k <= BLAS_SINGLE_MAX:   # the common case: each product on one thread as it is
+        threads = min(torch.get_num_threads(), runs, runs * i * j * k // PARALLEL_MIN_FLOPS)
+        if threads <= 1:
+            with np.errstate(over="ignore", invalid="ignore"):   # a diverging run is caught by its loss
+                np.matmul(x, y, out=z)
+            return True
+    rows = min(i, BLAS_SINGLE_MAX // (j * k))
     if rows < i and (rows < 1 or i < j):
         return False
+    arrays = (x, y, z)
     blocks = [slice(lo, min(lo + rows, i)) for lo in range(0, i, rows)]
     threads = min(torch.get_num_threads(), runs * len(blocks), runs * i * j * k // PARALLEL_MIN_FLOPS)
-    with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is detected by its loss
+    with np.errstate(over="ignore", invalid="ignore"):
         if threads <= 1:
             _products(*arrays, slice(None), blocks)
         elif len(blocks) == 1:   # many small products: ranges of runs
