@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from condlab import _cpu
-from condlab._cpu import as_numpy, bmm_into, numpy_bmm, tanh_into
+from condlab._cpu import as_numpy, bmm_into, numpy_bmm, tanh_into, tanh_slope_into
 
 DTYPES = [torch.float32, torch.float64]
 
@@ -180,3 +180,24 @@ def test_bmm_into_is_silent_on_overflow():
     out = torch.empty_like(a)
     bmm_into(a, a, out)   # pytest turns any RuntimeWarning into an error
     assert torch.isinf(out).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tanh_slope_equals_tanh_and_one_minus_its_square(dtype, monkeypatch):
+    t = torch.linspace(-20, 20, 3 * 4001, dtype=dtype).reshape(3, 4001)
+    value, slope = torch.empty_like(t), torch.empty_like(t)
+    assert tanh_slope_into(t, value, slope)
+    reference = torch.empty_like(t)
+    tanh_into(t, reference)
+    assert torch.equal(value, reference)
+    assert torch.equal(slope, 1 - reference * reference)   # the same formula, so exactly
+    monkeypatch.setattr(_cpu, "PARALLEL_MIN", 100)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        split_value, split_slope = torch.empty_like(t), torch.empty_like(t)
+        assert tanh_slope_into(t, split_value, split_slope)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(split_value, value) and torch.equal(split_slope, slope)
+    assert not tanh_slope_into(t, value, slope.to(torch.bfloat16))   # mixed dtypes: torch's job

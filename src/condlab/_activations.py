@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from ._checks import ACTIVATION_ALIASES
-from ._cpu import tanh_into
+from ._cpu import tanh_into, tanh_slope_into
 from ._expressions import _ParseError, _softplus, expression_to_torch, parse_expression, shorten
 from ._taylor import MAX_ORDER, _what, taylor_multiplicity
 
@@ -176,8 +176,9 @@ def _one(t: Tensor) -> Tensor:
 
 
 def _fused_tanh(t: Tensor, value: Tensor, slope: Tensor) -> None:
-    tanh_into(t, value)
-    torch.addcmul(_one(t), value, value, value=-1, out=slope)  # 1 - tanh²
+    if not tanh_slope_into(t, value, slope):  # numpy on CPU
+        torch.tanh(t, out=value)
+        torch.addcmul(_one(t), value, value, value=-1, out=slope)  # 1 - tanh²
 
 
 def _fused_sigmoid(t: Tensor, value: Tensor, slope: Tensor) -> None:
