@@ -201,3 +201,48 @@ def test_tanh_slope_equals_tanh_and_one_minus_its_square(dtype, monkeypatch):
         torch.set_num_threads(threads)
     assert torch.equal(split_value, value) and torch.equal(split_slope, slope)
     assert not tanh_slope_into(t, value, slope.to(torch.bfloat16))   # mixed dtypes: torch's job
+
+
+# ----------------------------------------------------------------------------- the numpy one-layer step
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n,d_out,output_bias,act", [(30, 1, True, "tanh"), (3, 1, True, "tanh"),
+                                                      (30, 2, False, "xtanh"), (12, 1, False, "sigmoid")])
+def test_numpy_one_layer_step_equals_the_architectures_pass(dtype, n, d_out, output_bias, act):
+    # claim: same loss and gradient as Architecture.batched_forward/backward, to rounding
+    # (1e-12 relative in float64, 1e-5 in float32, of each quantity's largest magnitude)
+    import condlab
+    from condlab._models import Architecture, BatchedNet, augment, init_weights
+
+    cfg = condlab.ModelConfig(width=16, depth=1, activations=[act], d_out=d_out, output_bias=output_bias)
+    arch = Architecture.from_config(cfg, d=3)
+    gen = torch.Generator().manual_seed(5)
+    x = torch.rand(n, 3, generator=gen, dtype=torch.float64).to(dtype) * 4 - 2
+    y = torch.sin(x).sum(1, keepdim=True).repeat(1, d_out)
+    nets = [BatchedNet(arch, 4, dtype, torch.device("cpu")) for _ in range(2)]
+    for net in nets:
+        for r in range(4):
+            net.load(r, init_weights(arch, r, 0.5))
+    xb, yb = augment(x).expand(4, -1, -1).contiguous(), y.expand(4, -1, -1).contiguous()
+    fast = nets[0].loss_and_grad(xb, yb)
+    assert nets[0]._step[2] is not None                  # the numpy step ran
+    slow = nets[1]
+    slow._step = (xb, yb, None)                          # the architecture's pass
+    reference = slow.loss_and_grad(xb, yb)
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
+    torch.testing.assert_close(fast, reference, rtol=0, atol=tol * reference.abs().max().item())
+    scale = slow.grad.abs().max().item()
+    torch.testing.assert_close(nets[0].grad, slow.grad, rtol=0, atol=tol * scale)
+
+
+def test_numpy_step_is_not_used_where_it_does_not_apply():
+    import condlab
+    from condlab._models import Architecture, BatchedNet, augment
+
+    deep = Architecture.from_config(condlab.ModelConfig(width=8, depth=2), d=3)
+    wide = Architecture.from_config(condlab.ModelConfig(width=20_000, depth=1), d=3)
+    for arch, n in ((deep, 10), (wide, 40)):
+        net = BatchedNet(arch, 2, torch.float64, torch.device("cpu"))
+        xb = augment(torch.zeros(n, 3, dtype=torch.float64)).expand(2, -1, -1).contiguous()
+        net.loss_and_grad(xb, torch.zeros(2, n, 1, dtype=torch.float64))
+        assert net._step[2] is None

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from ._arch import Architecture, augment
+from ._cpu_step import OneLayerStep
 
 if TYPE_CHECKING:
     from ._dropout import Dropout
@@ -55,6 +56,7 @@ class BatchedNet:
         self.weights = self.views(self.flat)
         self.grads = self.views(self.grad)
         self._buffers: dict[tuple, dict[str, list[torch.Tensor]]] = {}
+        self._step: tuple[torch.Tensor | None, torch.Tensor | None, OneLayerStep | None] = (None, None, None)
 
     def views(self, buffer: torch.Tensor) -> list[torch.Tensor]:
         """Split a flat buffer laid out like ``flat`` into per-layer (R, rows, cols) views."""
@@ -120,11 +122,24 @@ class BatchedNet:
         """
         n = x_aug.shape[1]
         work = self._workspace(n, x_aug)
+        if dropout is None:
+            step = self._numpy_step(x_aug, y, work)
+            if step is not None:
+                return step.loss_and_grad()
         f, inputs = self.arch.batched_forward(self.weights, x_aug, work, dropout)
         residual = f - y
         loss = residual.square().sum(dim=(1, 2)) / (2 * n)
         self.arch.batched_backward(self.weights, self.grads, residual.div_(n), inputs, work)
         return loss
+
+    def _numpy_step(self, x_aug: torch.Tensor, y: torch.Tensor, work: dict) -> OneLayerStep | None:
+        """The cached numpy step for these data tensors (condlab._cpu_step), or None where it does
+        not apply. The trainer passes the same tensors every step, so one plan serves a batch."""
+        if self._step[0] is x_aug and self._step[1] is y:
+            return self._step[2]
+        step = OneLayerStep(self, x_aug, y, work) if OneLayerStep.applies(self, x_aug, y) else None
+        self._step = (x_aug, y, step)
+        return step
 
     def run_mask(self, run: int) -> torch.Tensor:
         """A bool tensor in the layout of ``flat``, true on run `run`'s parameters."""
