@@ -192,8 +192,9 @@ def test_dropout_masks_have_nn_dropout_semantics():
     assert abs((mask[1] == 0).double().mean().item() - q) < 5 * (q * (1 - q) / 1e5) ** 0.5
 
 
-def test_zero_dropout_run_is_unchanged_by_its_batch():
-    arch, x, y = setup("fc", depth=2)
+@pytest.mark.parametrize("depth", [1, 2])   # depth 1 trains through condlab._cpu_step on CPU
+def test_zero_dropout_run_is_unchanged_by_its_batch(depth):
+    arch, x, y = setup("fc", depth=depth)
     base = [RunSpec(0, 0.1, 1e-3), RunSpec(1, 0.2, 1e-3)]
     mixed = [base[0], RunSpec(1, 0.2, 1e-3, dropout=0.4)]
     weights = []

@@ -8,8 +8,9 @@ float32 step. This module makes the same computation as about fifteen numpy call
 views of the parameter, gradient and workspace buffers, made once per data set (the trainer
 passes the same tensors every step): 130 -> ~40 us of fixed cost per step.
 
-It applies to one hidden layer without a skip connection, on CPU in float32/float64, without
-dropout, when every per-run product is small enough for OpenBLAS to run on one thread
+It applies to one hidden layer without a skip connection, on CPU in float32/float64, with or
+without dropout (so a run with q = 0 trains bit for bit as in a batch without dropout), when
+every per-run product is small enough for OpenBLAS to run on one thread
 (``condlab._cpu.BLAS_SINGLE_MAX``); anything else keeps the architecture's pass. The math is
 the architecture's (``Architecture.batched_forward``/``batched_backward``), so results agree
 within rounding (tests/test_training.py holds both to torch.optim at 1e-9 in float64).
@@ -25,6 +26,7 @@ import torch
 from . import _cpu
 
 if TYPE_CHECKING:
+    from ._dropout import Dropout
     from ._models import BatchedNet
 
 
@@ -49,7 +51,7 @@ class OneLayerStep:
 
     @staticmethod
     def applies(net: BatchedNet, x_aug: torch.Tensor, y: torch.Tensor) -> bool:
-        """Whether this step computes net.loss_and_grad(x_aug, y) (without dropout)."""
+        """Whether this step computes net.loss_and_grad(x_aug, y, dropout)."""
         arch = net.arch
         if arch.depth != 1 or arch.skip(0) or net.flat.device.type != "cpu":
             return False
@@ -59,12 +61,15 @@ class OneLayerStep:
         largest = max(n * arch.width * cols, n * arch.width * arch.d_out)
         return largest <= _cpu.BLAS_SINGLE_MAX and x_aug.dtype == y.dtype == net.flat.dtype
 
-    def loss_and_grad(self) -> torch.Tensor:
-        """The loss per run (R,); writes dR/dtheta into the net's gradient buffer."""
+    def loss_and_grad(self, dropout: Dropout | None = None) -> torch.Tensor:
+        """The loss per run (R,) (of the dropped-out network with `dropout`); writes dR/dtheta
+        into the net's gradient buffer."""
         n, m = self.n, self.m
         with np.errstate(over="ignore", invalid="ignore"):   # a diverging run is caught by its loss
             _matmul(self.x, self.w.transpose(0, 2, 1), self.z)            # z = (x, 1) W^T
             self.act.value_and_grad(self.z_t, self.h_t, self.s_t)       # h = sigma(z), s = sigma'(z)
+            if dropout is not None:
+                dropout.apply(0, self.h_t, self.s_t)   # the mask scales sigma' too: backward unchanged
             np.matmul(self.h, self.a[:, :, :m].transpose(0, 2, 1), out=self.f)
             if self.bias:
                 np.add(self.f, self.a[:, None, :, m], out=self.f)

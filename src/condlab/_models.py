@@ -118,14 +118,15 @@ class BatchedNet:
         """Loss R = 1/(2n) sum_i |f(x_i) - y_i|^2 per run (R,); writes dR/dtheta into `grad`.
 
         x_aug (R, n, d+1) inputs with the appended 1, y (R, n, d_out) targets. The forward and
-        hand-written backward pass are the architecture's; with `dropout`, both use its masks.
+        hand-written backward pass are the architecture's; with `dropout`, both use its masks. A
+        small one-hidden-layer network on CPU takes the same pass as numpy calls on cached
+        views (condlab._cpu_step), within rounding.
         """
         n = x_aug.shape[1]
         work = self._workspace(n, x_aug)
-        if dropout is None:
-            step = self._numpy_step(x_aug, y, work)
-            if step is not None:
-                return step.loss_and_grad()
+        step = self._numpy_step(x_aug, y, work)
+        if step is not None:
+            return step.loss_and_grad(dropout)
         f, inputs = self.arch.batched_forward(self.weights, x_aug, work, dropout)
         residual = f - y
         loss = residual.square().sum(dim=(1, 2)) / (2 * n)
