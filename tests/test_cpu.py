@@ -246,3 +246,28 @@ def test_numpy_step_is_not_used_where_it_does_not_apply():
         xb = augment(torch.zeros(n, 3, dtype=torch.float64)).expand(2, -1, -1).contiguous()
         net.loss_and_grad(xb, torch.zeros(2, n, 1, dtype=torch.float64))
         assert net._step[2] is None
+
+
+def test_numpy_one_layer_step_split_over_threads_changes_no_bit(monkeypatch):
+    import condlab
+    from condlab._models import Architecture, BatchedNet, augment, init_weights
+
+    arch = Architecture.from_config(condlab.ModelConfig(width=16, depth=1), d=3)
+    x = torch.linspace(-2, 2, 60, dtype=torch.float64).reshape(20, 3)
+    xb, yb = augment(x).expand(4, -1, -1).contiguous(), torch.sin(x[:, :1]).expand(4, -1, -1).contiguous()
+    grads = []
+    for threads, parallel_min in ((1, _cpu.PARALLEL_MIN), (3, 1)):
+        monkeypatch.setattr(_cpu, "PARALLEL_MIN", parallel_min)
+        monkeypatch.setattr(_cpu, "PARALLEL_MIN_FLOPS", parallel_min)
+        net = BatchedNet(arch, 4, torch.float64, torch.device("cpu"))
+        for r in range(4):
+            net.load(r, init_weights(arch, r, 0.5))
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            net.loss_and_grad(xb, yb)
+        finally:
+            torch.set_num_threads(before)
+        assert net._step[2] is not None
+        grads.append(net.grad.clone())
+    assert torch.equal(grads[0], grads[1])
