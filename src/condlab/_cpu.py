@@ -19,7 +19,10 @@ ranges, each element computed the same way; runs or row blocks for products; tes
 
 ``np.tanh`` is single-threaded: with ``torch.get_num_threads() > 1`` and a large tensor the
 elements are split over that many threads of a small persistent pool (ufuncs release the
-GIL); below ``PARALLEL_MIN`` elements, or on one thread, no pool is touched.
+GIL); below ``PARALLEL_MIN`` elements, or on one thread, no pool is touched. On a machine
+with more busy threads than cores a hand-off to the pool waits for a core: at load ~8 on 2
+cores a two-thread step took longer than a one-thread step (so did torch's own two-thread
+operations); ``torch.set_num_threads(1)`` or ``OMP_NUM_THREADS=1`` avoids both.
 """
 
 from __future__ import annotations
