@@ -36,10 +36,13 @@ from functools import partial
 import numpy as np
 import torch
 
-# Elements per thread below which splitting costs more than it saves (a pool round trip is
-# ~20-40 us; np.tanh does 32768 float64 values in ~60 us); for products, multiply-adds.
-PARALLEL_MIN = 1 << 15
-PARALLEL_MIN_FLOPS = 1 << 19
+# Work per thread below which splitting costs more than it saves: elements for ufuncs,
+# multiply-adds for products. Measured at the Fig. 3 batch (256,000 elements), 2 threads: a
+# step that split its tanh and products over the pool took 1.4x the one-thread step (torch's
+# fused Adam leaves its OpenMP thread spinning on the second core), so only the wide layer's
+# n*m ~ 1e7 values are split.
+PARALLEL_MIN = 1 << 20
+PARALLEL_MIN_FLOPS = 1 << 24
 # OpenBLAS runs a product on one thread up to m*n*k = 65536 * GEMM_MULTITHREAD_THRESHOLD (4)
 BLAS_SINGLE_MAX = 1 << 18
 _pool: ThreadPoolExecutor | None = None
