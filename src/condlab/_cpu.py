@@ -38,9 +38,9 @@ import torch
 
 # Work per thread below which splitting costs more than it saves: elements for ufuncs,
 # multiply-adds for products. Measured at the Fig. 3 batch (256,000 elements), 2 threads: a
-# step that split its tanh and products over the pool took 1.4x the one-thread step (torch's
-# fused Adam leaves its OpenMP thread spinning on the second core), so only the wide layer's
-# n*m ~ 1e7 values are split.
+# step that split its tanh and products over the pool took 1.4x the one-thread step (the
+# hand-offs, and perhaps torch's OpenMP threads spinning after their own parallel regions,
+# cost more than the halved work), so only the wide layer's n*m ~ 1e7 values are split.
 PARALLEL_MIN = 1 << 20
 PARALLEL_MIN_FLOPS = 1 << 24
 # OpenBLAS runs a product on one thread up to m*n*k = 65536 * GEMM_MULTITHREAD_THRESHOLD (4)
@@ -77,8 +77,8 @@ def tanh_slope_into(t: torch.Tensor, value: torch.Tensor, slope: torch.Tensor) -
     """value <- tanh(t), slope <- 1 - tanh(t)^2 in numpy on CPU (in one sweep per thread); False
     where it does not apply (the caller uses torch).
 
-    All in numpy so that, on several threads, no torch operation (whose OpenMP threads spin
-    after each parallel region) competes with the pool for the cores.
+    All in numpy so that split work does not interleave with torch's OpenMP threads, which
+    spin for a while after each parallel region.
     """
     arrays = _same_layout(t, value, slope)
     if arrays is None:
