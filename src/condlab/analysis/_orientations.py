@@ -72,17 +72,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from condlab.analysis._cosine import DEFAULT_CHUNK, leaders, nearest_line, unit_rows
 from condlab.analysis._structures import (
     ARC_DEG,
     NULL_ALPHA,
-    chance_p,
-    mean_line,
+    Groups,
     merge_by_band,
     split_by_gap,
-    width_deg,
 )
 
 COS_THRESHOLD = 0.95
@@ -159,8 +156,11 @@ def _line_sums(U: np.ndarray, labels: np.ndarray, centres: np.ndarray, n: int) -
     """(n, k) sums of members' unit rows, each flipped to the side of its centre."""
     rows = np.flatnonzero(labels >= 0)
     sign = np.sign(np.einsum("ij,ij->i", U[rows], centres[labels[rows]]))
-    S = sp.csr_matrix((sign, (labels[rows], rows)), shape=(n, U.shape[0]))
-    return np.asarray(S @ U)
+    # Row by row in index order, as the sparse product sign-matrix @ U adds them, so the sums
+    # are the same bits; np.add.at costs far less than building a CSR matrix on small layers.
+    out = np.zeros((n, U.shape[1]))
+    np.add.at(out, labels[rows], sign[:, None] * U[rows])
+    return out
 
 
 def _normalize(V: np.ndarray) -> np.ndarray:
@@ -256,29 +256,31 @@ def _to_rows(c: Cluster, order: np.ndarray) -> Cluster:
 
 
 def _structures(
-    U: np.ndarray, thr: float, min_count: int, chunk: int
+    U: np.ndarray, thr: float, min_count: int, chunk: int, G: Groups | None = None
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Condensed lines and arcs of canonical U (n, k) at thr: member positions, largest first.
 
     Caps from `_cluster_lines` are joined or cut by the gap rule, then kept when they pass
     the size rule and (unless singletons count) the null model; see `_structures`.
+    `G` (Groups of this U) shares group measures between calls on the same U.
     """
+    G = Groups(U) if G is None else G
     labels = _cluster_lines(U, thr, min_count, chunk)[0]
     sizes = np.bincount(labels[labels >= 0]) if np.any(labels >= 0) else np.zeros(0, np.int64)
     piece_min = 1 if min_count == 1 else max(2, (min_count + 1) // 2)
     groups = [np.flatnonzero(labels == b) for b in np.flatnonzero(sizes >= piece_min)]
     if min_count > 1:  # singletons are orientations of their own: nothing to join or cut
-        groups = [part for g in merge_by_band(U, groups) for part in split_by_gap(U, g, piece_min)]
-        groups = [g for g in groups if len(g) >= min_count and chance_p(U[g], len(U)) <= NULL_ALPHA]
+        groups = [part for g in merge_by_band(G, groups) for part in split_by_gap(G, g, piece_min)]
+        groups = [g for g in groups if len(g) >= min_count and G.chance(g, len(U)) <= NULL_ALPHA]
     else:
         groups = [g for g in groups if len(g) >= min_count]
     groups.sort(key=lambda g: (-len(g), int(g[0])))
-    arcs = [g for g in groups if min_count > 1 and width_deg(U[g]) >= ARC_DEG]
+    arcs = [g for g in groups if min_count > 1 and G.is_arc(g)]
     return [g for g in groups if not any(g is a for a in arcs)], arcs
 
 
 def _lines_and_directions(
-    U: np.ndarray,
+    G: Groups,
     groups: list[np.ndarray],
     min_count: int,
     order: np.ndarray,
@@ -288,9 +290,10 @@ def _lines_and_directions(
 
     Works on canonical positions; the clusters returned hold row indices of W (m rows).
     """
+    U = G.U
     lines, directions = [], []
     for g in groups:
-        line = _line_cluster(U, g, mean_line(U[g]), m)
+        line = _line_cluster(U, g, G.mean(g), m)
         lines.append(line)
         side = U[g] @ line.mean
         for part in (g[side > 0], g[side < 0]):
@@ -302,7 +305,7 @@ def _lines_and_directions(
 
 
 def _sweep_counts(
-    U: np.ndarray, cos_threshold: float, sweep: tuple[float, ...], min_count: int, chunk: int
+    G: Groups, cos_threshold: float, sweep: tuple[float, ...], min_count: int, chunk: int
 ) -> dict[float, tuple[int, int]]:
     """(lines, arcs) at cos_threshold + each offset, except at cos_threshold itself (done by the caller)."""
     # Rounding keeps keys like 0.93 instead of 0.9299999999999999; the floor keeps sign() defined.
@@ -310,7 +313,7 @@ def _sweep_counts(
     thresholds = {round(min(1.0 - 1e-9, max(0.01, cos_threshold + d)), 10) for d in sweep}
     out = {}
     for t in sorted(thresholds - {round(cos_threshold, 10)}):
-        lines, arcs = _structures(U, t, min_count, chunk)
+        lines, arcs = _structures(G.U, t, min_count, chunk, G)
         out[t] = (len(lines), len(arcs))
     return out
 
@@ -358,6 +361,21 @@ def _amplitude_counts(U_all, amp, ranked, reference, amplitude_ratio, min_share,
     return out
 
 
+def _prepare(W: Any, cos_threshold: float, amplitude_ratio: float):
+    """Checked unit rows, amplitudes, reference amplitude, canonical ranking, active rows of W."""
+    if not 0 < cos_threshold <= 1:
+        raise ValueError(f"cos_threshold must be in (0, 1], got {cos_threshold}")
+    if amplitude_ratio < 0:
+        raise ValueError(f"amplitude_ratio must be >= 0, got {amplitude_ratio}")
+    U_all, amp = unit_rows(W)
+    if not np.all(np.isfinite(amp)):
+        raise ValueError("W has non-finite entries")
+    reference = _amplitude_reference(amp)
+    ranked = _ranked(U_all, amp)
+    order, U = _active(U_all, amp, ranked, amplitude_ratio * reference)
+    return U_all, amp, reference, ranked, order, U
+
+
 def count_orientations(
     W: Any,
     *,
@@ -374,32 +392,24 @@ def count_orientations(
     count (no threshold or amplitude sweep, so ``stable`` is not informative): for sweeps and
     trackers that count many layers.
     """
-    if not 0 < cos_threshold <= 1:
-        raise ValueError(f"cos_threshold must be in (0, 1], got {cos_threshold}")
-    if amplitude_ratio < 0:
-        raise ValueError(f"amplitude_ratio must be >= 0, got {amplitude_ratio}")
-    U_all, amp = unit_rows(W)
-    if not np.all(np.isfinite(amp)):
-        raise ValueError("W has non-finite entries")
+    U_all, amp, reference, ranked, order, U = _prepare(W, cos_threshold, amplitude_ratio)
     m = U_all.shape[0]
-    reference = _amplitude_reference(amp)
     cutoff = amplitude_ratio * reference
-    ranked = _ranked(U_all, amp)
-    order, U = _active(U_all, amp, ranked, cutoff)
     # Zero rows have no orientation, so they are set aside even when amplitude_ratio = 0.
     negligible = np.setdiff1d(np.arange(m), order)
     min_count = _min_count(min_share, len(order))
 
-    line_groups, arc_groups = _structures(U, cos_threshold, min_count, chunk)
-    sweep_counts = _sweep_counts(U, cos_threshold, sweep, min_count, chunk)
+    G = Groups(U)  # group measures depend on U and the group only: shared by every threshold
+    line_groups, arc_groups = _structures(U, cos_threshold, min_count, chunk, G)
+    sweep_counts = _sweep_counts(G, cos_threshold, sweep, min_count, chunk)
     sweep_counts = dict(sorted({**sweep_counts, cos_threshold: (len(line_groups), len(arc_groups))}.items()))
     here = (len(line_groups), len(arc_groups))
     # an empty `sweep` asks for one count, without any stability check: skip the amplitude sweep too
     by_amp = _amplitude_counts(U_all, amp, ranked, reference, amplitude_ratio, min_share, cos_threshold,
                                chunk, here) if sweep else {round(amplitude_ratio, 10): here}
 
-    lines, directions = _lines_and_directions(U, line_groups, min_count, order, m)
-    arcs = [_to_rows(_line_cluster(U, g, mean_line(U[g]), m, width_deg(U[g])), order) for g in arc_groups]
+    lines, directions = _lines_and_directions(G, line_groups, min_count, order, m)
+    arcs = [_to_rows(_line_cluster(U, g, G.mean(g), m, G.width(g)), order) for g in arc_groups]
     taken = [c.members for c in lines + arcs]
     scattered = np.setdiff1d(order, np.concatenate(taken) if taken else np.zeros(0, np.int64))
     counts = {t: n for t, (n, _) in sweep_counts.items()}

@@ -24,6 +24,11 @@ A cap of angular radius arccos(cos_threshold) is only a first cut. Three questio
   the m rows that could be that member. (Measuring r from the data's own mean instead would
   halve the radius of chance pairs and let them pass: 0.3 false lines per layer at 40 × 6.)
   Radii are floored at R_MIN_DEG (rounding and duplicate rows).
+
+A count asks for the same group's mean line up to five times (band test against every
+other piece, gap split, null model, arc width, the cluster itself), so `Groups` computes
+each group's mean, aligned rows and axis angles once per U; results are bit-identical to
+calling the plain functions (same arrays, same operations, only not repeated).
 """
 
 from __future__ import annotations
@@ -63,20 +68,74 @@ def needed_gap(span: float, n: int) -> float:
 def axis_angles(U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Angles (n,) in degrees of unit rows U (n, k) along their principal tangent axis; and the mean."""
     c = mean_line(U)
-    A = _aligned(U, c)
+    return _axis_phi(_aligned(U, c), c), c
+
+
+def _axis_phi(A: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Angles of rows A (n, k), aligned to their mean line c, along their principal tangent axis."""
     T = A - np.outer(A @ c, c)
-    if U.shape[1] < 2 or not np.any(T):
-        return np.zeros(len(U)), c
+    if A.shape[1] < 2 or not np.any(T):
+        return np.zeros(len(A))
     v = np.linalg.svd(T, full_matrices=False)[2][0]
-    return np.degrees(np.arctan2(T @ v, A @ c)), c
+    return np.degrees(np.arctan2(T @ v, A @ c))
 
 
 def width_deg(U: np.ndarray) -> float:
     """5 %-95 % span (degrees) of the members' angles along the principal tangent axis."""
     if len(U) < 2:
         return 0.0
-    phi = axis_angles(U)[0]
-    return float(np.quantile(phi, 0.95) - np.quantile(phi, 0.05))
+    return _span(axis_angles(U)[0])
+
+
+def _span(phi: np.ndarray) -> float:
+    q = np.quantile(phi, [0.05, 0.95])  # one call: the same values as two scalar quantiles
+    return float(q[1] - q[0])
+
+
+class Groups:
+    """Unit rows U (n, k) and, per group of rows (sorted index array), its measures, each once.
+
+    ``mean(g)`` = mean_line(U[g]), ``axis(g)`` = axis_angles(U[g])[0], ``width(g)`` =
+    width_deg(U[g]), ``chance(g, m)`` = chance_p(U[g], m): the same values, memoized by g.
+    """
+
+    def __init__(self, U: np.ndarray):
+        self.U = U
+        self._memo: dict[tuple, object] = {}
+
+    def _get(self, kind: str, g: np.ndarray, make):
+        key = (kind, g.dtype.str, g.tobytes())
+        value = self._memo.get(key)
+        if value is None:
+            value = self._memo[key] = make()
+        return value
+
+    def mean(self, g: np.ndarray) -> np.ndarray:
+        return self._get("mean", g, lambda: mean_line(self.U[g]))
+
+    def aligned(self, g: np.ndarray, flip: bool = False) -> np.ndarray:
+        """U[g] flipped to the side of its mean line (of minus it when flip)."""
+        return self._get("flip" if flip else "aligned", g,
+                         lambda: _aligned(self.U[g], -self.mean(g) if flip else self.mean(g)))
+
+    def axis(self, g: np.ndarray) -> np.ndarray:
+        return self._get("axis", g, lambda: _axis_phi(self.aligned(g), self.mean(g)))
+
+    def width(self, g: np.ndarray) -> float:
+        return 0.0 if len(g) < 2 else self._get("width", g, lambda: _span(self.axis(g)))
+
+    def is_arc(self, g: np.ndarray) -> bool:
+        """width(g) >= ARC_DEG; the 5-95 % span never exceeds the full range (up to rounding,
+        ~1e-13 degrees), so a group whose range is clearly below ARC_DEG needs no quantiles."""
+        if len(g) < 2:
+            return 0.0 >= ARC_DEG
+        phi = self.axis(g)
+        if float(phi.max() - phi.min()) < ARC_DEG - 1e-6:
+            return False
+        return self.width(g) >= ARC_DEG
+
+    def chance(self, g: np.ndarray, m: int) -> float:
+        return self._get(f"chance{m}", g, lambda: _chance(self.U[g], self.mean(g), m))
 
 
 def _largest_gap(phi: np.ndarray, min_side: int) -> tuple[float, float]:
@@ -91,31 +150,40 @@ def _largest_gap(phi: np.ndarray, min_side: int) -> tuple[float, float]:
     return float(s[i + 1] - s[i]), float((s[i] + s[i + 1]) / 2)
 
 
-def split_by_gap(U: np.ndarray, members: np.ndarray, min_side: int, depth: int = 0) -> list[np.ndarray]:
+def split_by_gap(U: np.ndarray | Groups, members: np.ndarray, min_side: int,
+                 depth: int = 0) -> list[np.ndarray]:
     """Cut a group (member indices into U) at empty gaps along its principal axis, recursively."""
+    G = U if isinstance(U, Groups) else Groups(U)
     if depth >= SPLIT_DEPTH or len(members) < 2 * min_side:
         return [members]
-    phi = axis_angles(U[members])[0]
+    phi = G.axis(members)
     gap, cut = _largest_gap(phi, min_side)
     if gap < needed_gap(float(phi.max() - phi.min()), len(members)):
         return [members]
-    return (split_by_gap(U, members[phi < cut], min_side, depth + 1)
-            + split_by_gap(U, members[phi >= cut], min_side, depth + 1))
+    return (split_by_gap(G, members[phi < cut], min_side, depth + 1)
+            + split_by_gap(G, members[phi >= cut], min_side, depth + 1))
 
 
-def joined_by_band(U: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
+def joined_by_band(U: np.ndarray | Groups, a: np.ndarray, b: np.ndarray) -> bool:
     """Whether groups a, b (indices into U) fill the band between their centres without a gap."""
-    ca, cb = mean_line(U[a]), mean_line(U[b])
-    if ca @ cb < 0:
+    G = U if isinstance(U, Groups) else Groups(U)
+    return _joined(G, a, b, G.mean(a), G.mean(b))
+
+
+def _joined(G: Groups, a: np.ndarray, b: np.ndarray, ca: np.ndarray, cb: np.ndarray) -> bool:
+    """joined_by_band of groups a, b whose mean lines ca, cb are given."""
+    flip = bool(ca @ cb < 0)
+    if flip:
         cb = -cb
     alpha = math.degrees(math.acos(min(1.0, float(ca @ cb))))
     if alpha > MERGE_MAX_DEG:
         return False
     e2 = cb - (cb @ ca) * ca
-    if np.linalg.norm(e2) < 1e-12:
+    norm = math.sqrt(e2.dot(e2))  # = np.linalg.norm(e2), which is sqrt(e2.dot(e2)) for 1-D
+    if norm < 1e-12:
         return True  # same line
-    e2 /= np.linalg.norm(e2)
-    rows = np.concatenate([_aligned(U[a], ca), _aligned(U[b], cb)])
+    e2 /= norm
+    rows = np.concatenate([G.aligned(a), G.aligned(b, flip)])
     phi = np.degrees(np.arctan2(rows @ e2, rows @ ca))
     inside = phi[(phi > 0) & (phi < alpha)]
     band = np.sort(np.concatenate([[0.0, alpha], inside]))
@@ -126,8 +194,9 @@ def joined_by_band(U: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
     return filled and float(np.diff(band).max()) < needed_gap(alpha, len(inside))
 
 
-def merge_by_band(U: np.ndarray, pieces: list[np.ndarray]) -> list[np.ndarray]:
+def merge_by_band(U: np.ndarray | Groups, pieces: list[np.ndarray]) -> list[np.ndarray]:
     """Union of pieces (index arrays into U) whose bands have no gap; largest piece first."""
+    G = U if isinstance(U, Groups) else Groups(U)
     parent = list(range(len(pieces)))
 
     def root(i: int) -> int:
@@ -136,9 +205,10 @@ def merge_by_band(U: np.ndarray, pieces: list[np.ndarray]) -> list[np.ndarray]:
             i = parent[i]
         return i
 
+    means = [G.mean(p) for p in pieces]
     for i in range(len(pieces)):
         for j in range(i + 1, len(pieces)):
-            if root(i) != root(j) and joined_by_band(U, pieces[i], pieces[j]):
+            if root(i) != root(j) and _joined(G, pieces[i], pieces[j], means[i], means[j]):
                 parent[root(j)] = root(i)
     groups: dict[int, list[np.ndarray]] = {}
     for i, piece in enumerate(pieces):
@@ -157,7 +227,14 @@ def chance_p(U: np.ndarray, m: int) -> float:
     n, k = U.shape
     if k < 2 or n < 2:
         return 1.0
-    c = mean_line(U)
+    return _chance(U, mean_line(U), m)
+
+
+def _chance(U: np.ndarray, c: np.ndarray, m: int) -> float:
+    """chance_p of rows U (n, k) whose mean line c is already known."""
+    n, k = U.shape
+    if k < 2 or n < 2:
+        return 1.0
     r = np.sort(np.degrees(np.arccos(np.clip(np.abs(U @ c), 0.0, 1.0))))
     P = cap_share(2 * np.maximum(r[1:], R_MIN_DEG), k)  # j = 2..n members
     j = np.arange(2, n + 1)
