@@ -20,7 +20,8 @@ import numpy as np
 
 FINISHED = ("complete", "diverged")  # a run with either status is never trained again
 RAY_MAX_RETRIES = 3
-WRITERS = 4  # runs of a batch measured and written at once (threads)
+WRITERS = 4  # chunks of a batch's run directories written at once (threads)
+CHUNK_RUNS = 16  # runs measured, then written together: one syncfs and one fsync per chunk
 
 
 @dataclass
@@ -52,12 +53,14 @@ class BatchDone:
 def summarize(run) -> dict[str, Any]:
     """One table row of measurements for a trained run (see docs/sweeps.md for the columns).
 
-    Line counts: ``count_orientations`` (default thresholds, no sweep) on each hidden layer's input
+    Line counts: ``count_orientations(w, sweep=()).n_lines`` (default thresholds, no sweep; computed
+    by ``count_lines``, the same count without the clusters) on each hidden layer's input
     weights (m, q) at the last snapshot inside the initial stage (``layerK_lines``, the
     epoch in ``lines_epoch``) and at the last snapshot (``layerK_lines_final``). Relative
     change: ||W(T) - W(0)||_F / ||W(0)||_F per layer, T the last snapshot.
     """
-    from .analysis import count_orientations, default_epoch
+    from .analysis import default_epoch
+    from .analysis._line_counts import count_lines
 
     last = int(run.meta.get("last_epoch", len(run.loss) - 1))
     loss = float(run.loss[min(last, len(run.loss) - 1)])
@@ -71,9 +74,9 @@ def summarize(run) -> dict[str, Any]:
     for name, w in run.weights.items():
         if name.startswith("layer"):
             # default thresholds, without their stability sweep (4 more clusterings per count)
-            final = count_orientations(w[-1], sweep=()).n_lines
+            final = count_lines(w[-1])
             row[f"{name}_lines"] = final if row["lines_epoch"] == row["final_snapshot"] else \
-                count_orientations(run.layer(name, row["lines_epoch"]), sweep=()).n_lines
+                count_lines(run.layer(name, row["lines_epoch"]))
             row[f"{name}_lines_final"] = final
     for name, w in run.weights.items():
         start = float(np.linalg.norm(w[0]))
@@ -94,27 +97,33 @@ def train_part(batch: Batch, progress: Any = False):
 
 
 def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS) -> BatchDone:
-    """Measure and write each run of a trained batch to runs_dir/<hash>, `workers` at a time.
+    """Measure each run of a trained batch and write it to runs_dir/<hash>.
 
-    Threads, because a run's writing waits on the disk (fsync) and zlib, both without the GIL.
+    The measurements (Python, holding the GIL) run here, CHUNK_RUNS runs at a time; each
+    chunk's directories are then written by a writer thread while the next chunk is measured
+    (creating files is kernel work, without the GIL). One ``write_runs`` per chunk: its runs
+    are put on disk with one syncfs and one directory fsync, not one each per run.
     """
-    from ._records import write_run
+    from ._records import write_runs
 
     if batch.task:
         return _task(batch.task).write_part(batch, result, runs_dir)
     if any(run.status == "interrupted" for run in result.runs):
         return BatchDone(batch.key, {}, result.seconds, interrupted=True)  # nothing written
-
-    def one(item) -> tuple[str, dict[str, Any]]:
-        (h, _), run = item
-        row = summarize(run)
-        run.meta["sweep"] = {"hash": h, "batch": batch.key, "summary": row}
-        write_run(run, Path(runs_dir) / h)
-        return h, {"status": run.status, **row}
-
     items = list(zip(batch.runs, result.runs, strict=True))
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(items)))) as pool:
-        rows = dict(pool.map(one, items))
+    rows: dict[str, dict[str, Any]] = {}
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        writes = []
+        for start in range(0, len(items), CHUNK_RUNS):
+            chunk = items[start:start + CHUNK_RUNS]
+            for (h, _), run in chunk:
+                row = summarize(run)
+                run.meta["sweep"] = {"hash": h, "batch": batch.key, "summary": row}
+                rows[h] = {"status": run.status, **row}
+            writes.append(pool.submit(write_runs, [run for _, run in chunk],
+                                      [Path(runs_dir) / h for (h, _), _ in chunk]))
+        for done in writes:
+            done.result()  # a failed write fails the batch (its runs are trained again)
     return BatchDone(batch.key, rows, result.seconds)
 
 

@@ -124,6 +124,16 @@ class Groups:
     def width(self, g: np.ndarray) -> float:
         return 0.0 if len(g) < 2 else self._get("width", g, lambda: _span(self.axis(g)))
 
+    def radii(self, g: np.ndarray) -> np.ndarray:
+        """Angles (degrees) between the members of g and their mean line, ascending."""
+        return self._get("radii", g, lambda: np.sort(np.degrees(np.arccos(
+            np.clip(np.abs(self.aligned(g) @ self.mean(g)), 0.0, 1.0)))))
+
+    def far(self, g: np.ndarray, r: float) -> int:
+        """Members of g at an angle of at least r degrees from their mean line."""
+        radii = self.radii(g)
+        return len(radii) - int(np.searchsorted(radii, r))
+
     def is_arc(self, g: np.ndarray) -> bool:
         """width(g) >= ARC_DEG; the 5-95 % span never exceeds the full range (up to rounding,
         ~1e-13 degrees), so a group whose range is clearly below ARC_DEG needs no quantiles."""
@@ -182,6 +192,13 @@ def _joined(G: Groups, a: np.ndarray, b: np.ndarray, ca: np.ndarray, cb: np.ndar
     norm = math.sqrt(e2.dot(e2))  # = np.linalg.norm(e2), which is sqrt(e2.dot(e2)) for 1-D
     if norm < 1e-12:
         return True  # same line
+    # The angle of a member of a in the plane of (ca, cb), measured from ca, is at most its
+    # angle to ca (likewise for b around cb), so only members at least alpha / 4 from their
+    # own mean can fall in the middle half of the band. Fewer than 2 such members: the band
+    # is not filled, the same answer as below without projecting anything (the margin of
+    # 1e-3 degrees is far above the rounding of either angle).
+    if G.far(a, alpha / 4 - 1e-3) + G.far(b, alpha / 4 - 1e-3) < 2:
+        return False
     e2 /= norm
     rows = np.concatenate([G.aligned(a), G.aligned(b, flip)])
     phi = np.degrees(np.arctan2(rows @ e2, rows @ ca))
