@@ -46,6 +46,7 @@ R_MIN_DEG = 1.0
 MIN_FILL = 0.25  # share of the band's points that its middle half must hold to join two caps
 MERGE_MAX_DEG = 60.0  # clusters farther apart than this are never tested for a common arc
 SPLIT_DEPTH = 8  # a group splits at most this many times
+_FAR_COS = math.cos(math.radians(MERGE_MAX_DEG + 1e-3))
 
 
 def _aligned(U: np.ndarray, centre: np.ndarray) -> np.ndarray:
@@ -223,9 +224,12 @@ def merge_by_band(U: np.ndarray | Groups, pieces: list[np.ndarray]) -> list[np.n
         return i
 
     means = [G.mean(p) for p in pieces]
+    # Pairs clearly farther apart than MERGE_MAX_DEG are never joined: skip them in one product
+    # (a margin of 1e-3 degrees, far above the rounding of the cosines, leaves _joined the rest).
+    near = np.abs(np.stack(means) @ np.stack(means).T) >= _FAR_COS if len(pieces) > 1 else None
     for i in range(len(pieces)):
         for j in range(i + 1, len(pieces)):
-            if root(i) != root(j) and _joined(G, pieces[i], pieces[j], means[i], means[j]):
+            if near[i, j] and root(i) != root(j) and _joined(G, pieces[i], pieces[j], means[i], means[j]):
                 parent[root(j)] = root(i)
     groups: dict[int, list[np.ndarray]] = {}
     for i, piece in enumerate(pieces):
