@@ -66,9 +66,13 @@ def nearest_line(U: np.ndarray, centres: np.ndarray, chunk: int = DEFAULT_CHUNK)
     Works on chunk × chunk blocks of U @ centresᵀ. With no centres, index is -1 and
     value is -inf. Ties go to the lowest centre index, as np.argmax does.
     """
-    n = U.shape[0]
-    if 0 < n <= chunk and 0 < centres.shape[0] <= chunk and chunk >= 1:
+    if 0 < U.shape[0] <= chunk and 0 < centres.shape[0] <= chunk:
         return _nearest_one_block(U, centres)
+    return _nearest_blocked(U, centres, chunk)
+
+
+def _nearest_blocked(U: np.ndarray, centres: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    n = U.shape[0]
     best = np.full(n, -np.inf)
     arg = np.full(n, -1, dtype=np.int64)
     for r in _blocks(n, chunk):
