@@ -193,7 +193,8 @@ def _run_batch(cfg: Config, out: Path | None, progress: Any, saved: dict | None,
         state = restore_checkpoint(saved, b.net, b.opt, b.dropout, recorder)
         before, resumed_at = saved["seconds"], saved["resumed_at"] + [state.epoch]
     show = sys.stderr.isatty() if progress is None else progress
-    start, writer = time.perf_counter(), provenance()
+    writer = provenance()  # before the clock starts: it is not training
+    start = time.perf_counter()
 
     def save(loop_state, optimizer, drop) -> None:
         write_checkpoint(checkpoint_path(out), cfg.to_dict(), b.net.flat, optimizer.state_dict(),

@@ -115,8 +115,22 @@ def _jsonable(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
+_GIT_TTL = 60.0  # seconds a git answer is reused: a sweep of many batches asks once, not per batch
+_git_seen: tuple[float, str | None] | None = None
+
+
 def git_commit() -> str | None:
     """The commit of the condlab source tree, with '+dirty' when it has local changes."""
+    global _git_seen
+    import time
+
+    now = time.monotonic()
+    if _git_seen is None or now - _git_seen[0] > _GIT_TTL:
+        _git_seen = (now, _ask_git())  # two git processes: ~10-30 ms, per batch before this
+    return _git_seen[1]
+
+
+def _ask_git() -> str | None:
     here = Path(__file__).resolve().parent
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,

@@ -90,6 +90,15 @@ def load_spec(spec: str | Path | dict[str, Any]) -> tuple[dict[str, Any], str, P
     return raw, text, path.resolve().parent
 
 
+def _clone(tree: Any) -> Any:
+    """Copy of a config tree (dicts, lists, scalars): copy.deepcopy's result, several times faster."""
+    if isinstance(tree, dict):
+        return {k: _clone(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_clone(v) for v in tree]
+    return tree  # scalars, and tuples of scalars, are immutable
+
+
 def canonical_json(obj: Any) -> str:
     """Sorted keys, no spaces, floats as Python's shortest round-trip repr."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
@@ -98,7 +107,7 @@ def canonical_json(obj: Any) -> str:
 def run_hash(config: dict[str, Any], task: str = "") -> str:
     """Identity of a single-run config (see the module docstring for what goes into it); a run
     trained by a task (which may record and measure differently) has the task in its identity."""
-    ident = copy.deepcopy(config)
+    ident = _clone(config)
     for key in UNHASHED_KEYS:
         _drop(ident, key)
     text = canonical_json({"condlab_run": HASH_VERSION, "config": ident, **({"task": task} if task else {})})
@@ -120,7 +129,7 @@ def make_plan(raw: dict[str, Any], base_dir: Path = Path(".")) -> Plan:
     runs: dict[str, PlannedRun] = {}
     duplicates = 0
     for point in itertools.product(*axes):
-        raw_cfg = copy.deepcopy(base)
+        raw_cfg = _clone(base)
         for key, value in (kv for part in point for kv in part.items()):
             _assign(raw_cfg, key, value)
         for single in _single_runs(Config.from_dict(raw_cfg).to_dict()):
@@ -184,7 +193,7 @@ def _axes(raw: dict[str, Any], base: dict[str, Any]) -> tuple[list[list[dict[str
     owner: dict[str, str] = {}
 
     def claim(key: str, where: str) -> None:
-        _assign(copy.deepcopy(base), key, None)  # unknown keys: the same error as --set
+        _assign(_clone(base), key, None)  # unknown keys: the same error as --set
         if key in owner and owner[key] != where:
             raise ConfigError(f"sweep key '{key}' is set by both {owner[key]} and {where}")
         owner[key] = where
@@ -247,7 +256,7 @@ def _single_runs(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     lists = [_get(cfg, key) for key in BATCHED_KEYS]
     singles = []
     for combo in itertools.product(*lists):
-        single = copy.deepcopy(cfg)
+        single = _clone(cfg)
         for key, value in zip(BATCHED_KEYS, combo, strict=True):
             _assign(single, key, [value])
         singles.append(single)
@@ -260,7 +269,7 @@ def run_spec_fields(single: dict[str, Any]) -> dict[str, Any]:
 
 
 def _batch_key(single: dict[str, Any]) -> str:
-    shared = copy.deepcopy(single)
+    shared = _clone(single)
     for key in BATCHED_KEYS + ("name",):
         _drop(shared, key)
     return hashlib.sha256(canonical_json(shared).encode()).hexdigest()[:HASH_CHARS]
