@@ -13,7 +13,10 @@ Target: overhead <= 10 % of the wall time. Runs at 1 and 2 threads, the two layo
 
     python benchmarks/bench_sweep.py [--epochs 1000] [--repeat 2] [--threads 1,2] [--profile]
 
---profile prints the functions that dominate the overhead (cProfile, batched layout, 1 thread).
+--profile [--layout separate] prints the functions that dominate the overhead (cProfile, 1 thread):
+the sweep runs with its batches trained, measured and written one after the other in this
+thread (the writer threads would hide their work from cProfile), training excluded from the
+listing so that what is left is the overhead.
 """
 
 from __future__ import annotations
@@ -52,14 +55,35 @@ def measure(layout: str, epochs: int) -> tuple[float, float, int]:
         return wall, result.train_seconds, len(result.plan.batches)
 
 
-def profile(epochs: int) -> None:
+class _SerialExecutor:
+    """The local executor's work, all in the calling thread: train, then measure and write."""
+
+    name = "local"
+
+    def run(self, batches, runs_dir, bar, on_done) -> None:
+        from condlab._sweep_run import train_part, write_part
+
+        for batch in batches:
+            result = train_part(batch)
+            on_done(batch, write_part(batch, result, str(runs_dir), workers=0))
+
+
+def profile(epochs: int, layout: str) -> None:
+    from unittest import mock
+
     torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory() as out:
+    measure("batched", 10)  # imports and first calls, as in the timed runs
+    with tempfile.TemporaryDirectory() as out, \
+            mock.patch("condlab._sweep.make_executor", lambda *a: _SerialExecutor()):
         prof = cProfile.Profile()
+        start = time.perf_counter()
         prof.enable()
-        condlab.sweep(spec("batched", epochs), out=Path(out), progress=False)
+        result = condlab.sweep(spec(layout, epochs), out=Path(out), progress=False)
         prof.disable()
-    pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+        wall = time.perf_counter() - start
+    print(f"{layout}: wall {wall:.2f} s, training {result.train_seconds:.2f} s (profiled, serial)")
+    stats = pstats.Stats(prof)
+    stats.sort_stats("cumulative").print_stats(r"condlab/(_sweep|_records|_io|analysis|_api)", 30)
 
 
 def main() -> None:
@@ -68,9 +92,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--threads", default="1,2", help="torch thread counts, e.g. 1,2")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--layout", default="batched", choices=("batched", "separate"),
+                        help="the layout --profile profiles")
     args = parser.parse_args()
     if args.profile:
-        profile(args.epochs)
+        profile(args.epochs, args.layout)
         return
     measure("batched", 10)  # warm-up: imports, first-call costs
     print(f"sweep of 64 configs x 4 seeds, fig3 network, {args.epochs} epochs; target: overhead <= 10 %")

@@ -163,6 +163,30 @@ def test_table_rows_match_single_run_training(tmp_path):
     assert change == pytest.approx(row["layer1_rel_change"], rel=1e-9)
 
 
+def test_chunked_writes_give_every_run_and_counts_equal_count_orientations(tmp_path, monkeypatch):
+    # claim: the writer threads (runs written CHUNK_RUNS at a time) and writing in this thread
+    # give the same rows and directories, and the line counts in the rows are exactly
+    # count_orientations(w, sweep=()).n_lines of the recorded weights
+    from condlab._records import load_run
+    from condlab._sweep import _batches
+    from condlab._sweep_run import train_part, write_part
+    from condlab.analysis import count_orientations, default_epoch
+
+    monkeypatch.setattr("condlab._sweep_run.CHUNK_RUNS", 3)  # 4 runs: a chunk of 3 and one of 1
+    batch = _batches(make_plan(dict(TINY, grid={"model.width": [8]}, seeds={"init": 2})), set())[0]
+    result = train_part(batch)
+    threaded = write_part(batch, result, str(tmp_path / "a"))
+    here = write_part(batch, result, str(tmp_path / "b"), workers=0)
+    assert threaded.rows == here.rows and len(here.rows) == len(batch.runs) == 4
+    for h, row in here.rows.items():
+        run = load_run(tmp_path / "a" / h)
+        assert json.loads((tmp_path / "b" / h / "meta.json").read_text())["sweep"]["summary"] == \
+            {k: v for k, v in row.items() if k != "status"}
+        assert row["layer1_lines_final"] == count_orientations(run.weights["layer1"][-1], sweep=()).n_lines
+        assert row["layer1_lines"] == count_orientations(run.layer("layer1", default_epoch(run)),
+                                                         sweep=()).n_lines
+
+
 def test_csv_is_written_without_pyarrow(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     spec = dict(TINY, grid={"model.width": [8]}, seeds={"init": 1})

@@ -103,6 +103,7 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS) -> B
     chunk's directories are then written by a writer thread while the next chunk is measured
     (creating files is kernel work, without the GIL). One ``write_runs`` per chunk: its runs
     are put on disk with one syncfs and one directory fsync, not one each per run.
+    ``workers=0`` writes in the calling thread instead (for profiling: cProfile sees one thread).
     """
     from ._records import write_runs
 
@@ -113,6 +114,7 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS) -> B
     items = list(zip(batch.runs, result.runs, strict=True))
     rows: dict[str, dict[str, Any]] = {}
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        submit = pool.submit if workers > 0 else _now
         writes = []
         for start in range(0, len(items), CHUNK_RUNS):
             chunk = items[start:start + CHUNK_RUNS]
@@ -120,11 +122,18 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS) -> B
                 row = summarize(run)
                 run.meta["sweep"] = {"hash": h, "batch": batch.key, "summary": row}
                 rows[h] = {"status": run.status, **row}
-            writes.append(pool.submit(write_runs, [run for _, run in chunk],
-                                      [Path(runs_dir) / h for (h, _), _ in chunk]))
+            writes.append(submit(write_runs, [run for _, run in chunk],
+                                 [Path(runs_dir) / h for (h, _), _ in chunk]))
         for done in writes:
             done.result()  # a failed write fails the batch (its runs are trained again)
     return BatchDone(batch.key, rows, result.seconds)
+
+
+def _now(fn, *args) -> Future:
+    """fn(*args) run here, as a finished Future (pool.submit's stand-in for workers=0)."""
+    done: Future = Future()
+    done.set_result(fn(*args))
+    return done
 
 
 def _task(name: str):
