@@ -99,12 +99,14 @@ def test_ctrl_c_stops_the_compiled_runs_and_marks_the_batch_interrupted():
     import time
 
     m = 2000  # never reaches tol = 0 within the budget: only Ctrl-C can end it early
+    points = [scales(g, gp, m) for g, gp in POINTS[:2]]
+    # compile first (seconds on a loaded machine), so that the interrupt lands in the training loop
+    train_to_convergence(m, points, [0, 1], tol=0.0, max_steps=2)
     timer = threading.Timer(1.0, _thread.interrupt_main)
     start = time.perf_counter()
     timer.start()
     try:
-        batch = train_to_convergence(m, [scales(g, gp, m) for g, gp in POINTS[:2]], [0, 1], tol=0.0,
-                                     max_steps=1_000_000)
+        batch = train_to_convergence(m, points, [0, 1], tol=0.0, max_steps=1_000_000)
     finally:
         timer.cancel()
     assert batch.interrupted and time.perf_counter() - start < 30
