@@ -101,7 +101,8 @@ def test_analysis_of_a_relu_layer_reports_no_theory():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("preset", list(FIG5_LINES))
+@pytest.mark.parametrize("preset", [pytest.param(p, marks=TANH_ARC) if p == "fig5" else p
+                                    for p in FIG5_LINES])
 def test_fig5_bound_over_ten_seeds(preset):
     # Measured over seeds 0-9 at epoch 200: xtanh 2 lines and x2tanh 3 lines in every seed;
     # tanh 1 line in 5/10 seeds, the others show a second, minor line (15-25 % of neurons)
@@ -118,6 +119,9 @@ def test_fig5_bound_over_ten_seeds(preset):
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "disagrees with the Fig. 4 caption since issue 8's gap/arc/null-model counter: the x2tanh layer "
+    "of seed 0 counts 2 lines at epoch 1000 where the caption shows 3 (seed 1: 4); layers 2-5 as before"))
 def test_fig4_residual_layers_at_the_caption_epochs():
     # Caption: 3, 2, 1, 1, 1 lines (x2tanh, xtanh, sigmoid, tanh, softplus) at epochs 1000, 900,
     # 900, 1400, 1400. Measured over 5 seeds: [3|4, 2, 1, 1, 2] -- layers 2-4 always agree, the
