@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,19 +96,9 @@ def preset_spec(mode: str, target: str = "authors") -> DiagramSpec:
 
 def load_diagram_spec(path: str | Path) -> DiagramSpec:
     """A YAML mapping of DiagramSpec fields (gammas, gamma_primes, widths, seeds, ...) -> DiagramSpec."""
-    from dataclasses import fields
-
     from .._config import ConfigError
 
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"diagram spec '{path}' does not exist")
-    raw = yaml.safe_load(path.read_text()) or {}
-    raw.pop("task", None)  # written by spec_yaml
-    names = [f.name for f in fields(DiagramSpec)]
-    unknown = sorted(set(raw) - set(names)) if isinstance(raw, dict) else ["(not a mapping)"]
-    if unknown:
-        raise ConfigError(f"unknown diagram spec key '{unknown[0]}': a spec has keys {', '.join(names)}")
+    raw = read_spec(path, DiagramSpec, "a spec")
     try:
         spec = DiagramSpec(**raw)
         spec.tol, spec.c, spec.max_steps = float(spec.tol), float(spec.c), int(spec.max_steps)
@@ -118,28 +109,58 @@ def load_diagram_spec(path: str | Path) -> DiagramSpec:
     return spec
 
 
+def read_spec(path: str | Path, cls: type, what: str) -> dict[str, Any]:
+    """The YAML mapping at `path`, its keys checked against the fields of the spec class `cls`."""
+    from dataclasses import fields
+
+    from .._config import ConfigError
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"diagram spec '{path}' does not exist")
+    raw = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"diagram spec '{path}' is not a mapping of keys to values")
+    raw.pop("task", None)  # written by spec_yaml
+    names = [f.name for f in fields(cls)]
+    unknown = sorted(set(raw) - set(names))
+    if unknown:
+        raise ConfigError(f"unknown diagram spec key '{unknown[0]}': {what} has keys {', '.join(names)}")
+    return raw
+
+
 def plan_diagram(spec: DiagramSpec) -> tuple[Plan, list[Batch]]:
     """Every run of the diagram (hashed like sweep runs) and the batches that train them."""
-    runs: list[PlannedRun] = []
-    batches: list[Batch] = []
     points = [{"gamma": g, "gamma_prime": gp, "scheme": ""} for g in spec.gammas for gp in spec.gamma_primes]
     points += [{"gamma": SCHEMES[s].gamma, "gamma_prime": SCHEMES[s].gamma_prime, "scheme": s}
                for s in spec.schemes]
+    copies = 2 if spec.asi else 1
+    plan, batches = plan_points(
+        spec, points, lambda m, shared: MAX_ELEMENTS // (m * copies * len(shared["x"])),
+        lambda m, runs: 1000.0 * runs * (m + 200), TASK, PER_RUN)
+    assert set(SHARED) <= set(plan.runs[0].config)
+    return plan, batches
+
+
+def plan_points(spec: Any, points: list[dict[str, Any]], per_batch: Callable[[int, dict], int],
+                cost: Callable[[int, int], float], task: str, per_run: list[str]) -> tuple[Plan, list[Batch]]:
+    """Runs of every point x seed at every width of `spec`, hashed like sweep runs, in batches of
+    at most per_batch(m, shared settings) runs (cost(m, runs): the progress bar's weight)."""
+    runs: list[PlannedRun] = []
+    batches: list[Batch] = []
     for m in spec.widths:
         shared = spec.training(m)
-        per_batch = max(1, MAX_ELEMENTS // (m * (2 if spec.asi else 1) * len(shared["x"])))
+        size = max(1, per_batch(m, shared))
         fields = [{**p, "seed": s} for p in points for s in spec.seeds]
-        for start in range(0, len(fields), per_batch):
-            chunk = fields[start:start + per_batch]
+        for start in range(0, len(fields), size):
+            chunk = fields[start:start + size]
             hashes = [run_hash({**shared, **f}) for f in chunk]
             key = hashlib.sha256(canonical_json(hashes).encode()).hexdigest()[:HASH_CHARS]
             runs += [PlannedRun(h, key, {"width": m, **f}, {**shared, **f})
                      for h, f in zip(hashes, chunk, strict=True)]
             batches.append(Batch(key, shared, list(zip(hashes, chunk, strict=True)), 1000,
-                                 1000.0 * len(chunk) * (m + 200), task=TASK))
-    columns = ["width", *PER_RUN]
-    plan = Plan(spec.name, runs, columns, 0, {b.key: [h for h, _ in b.runs] for b in batches})
-    assert set(SHARED) <= set(runs[0].config)
+                                 cost(m, len(chunk)), task=task))
+    plan = Plan(spec.name, runs, ["width", *per_run], 0, {b.key: [h for h, _ in b.runs] for b in batches})
     return plan, batches
 
 
@@ -249,3 +270,11 @@ def _without(batch: Batch, done: dict[str, Any]) -> Batch:
     runs = [(h, f) for h, f in batch.runs if h not in done]
     return Batch(batch.key, batch.config, runs, batch.epochs, batch.cost * len(runs) / len(batch.runs),
                  task=batch.task)
+
+
+def sweep_counts(sweep, seconds: float) -> dict[str, Any]:
+    """What the diagram's sweep did, for claims.json: runs trained/skipped/failed/pending, times."""
+    return {"trained": sweep.trained, "skipped": sweep.skipped, "failed": sweep.failed,
+            "pending": sweep.pending, "seconds": round(seconds, 2),
+            "train_seconds": round(sweep.train_seconds, 2),
+            "outside_training_share": round(1 - sweep.train_seconds / seconds, 3) if seconds > 0 else None}

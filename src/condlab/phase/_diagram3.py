@@ -10,7 +10,6 @@ reported, not asserted as a result of the three-layer paper.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,9 +18,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-from .._sweep_plan import HASH_CHARS, Plan, PlannedRun, canonical_json
+from .._sweep_plan import Plan
 from .._sweep_run import Batch
-from ._diagram import SLOPE_MARGIN, TARGETS, _grid, _without, run_hash
+from ._diagram import SLOPE_MARGIN, TARGETS, _grid, _without, plan_points, read_spec
 from ._param import BOUNDARY_MARGIN, boundary_distance
 from ._task3 import PER_RUN3, SHARED3, TASK3
 from ._three import LAYERS3, SCHEMES3, conjectured_regime, lazy_exponents
@@ -83,22 +82,9 @@ def preset_spec3(mode: str, target: str = "authors") -> DiagramSpec3:
 
 def load_diagram_spec3(path: str | Path) -> DiagramSpec3:
     """A YAML mapping of DiagramSpec3 fields -> DiagramSpec3 (`layers: 3` may be given)."""
-    from dataclasses import fields
-
     from .._config import ConfigError
 
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"diagram spec '{path}' does not exist")
-    raw = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"diagram spec '{path}' is not a mapping of keys to values")
-    raw.pop("task", None)
-    names = [f.name for f in fields(DiagramSpec3)]
-    unknown = sorted(set(raw) - set(names))
-    if unknown:
-        raise ConfigError(f"unknown diagram spec key '{unknown[0]}': a three-layer spec has keys "
-                          f"{', '.join(names)}")
+    raw = read_spec(path, DiagramSpec3, "a three-layer spec")
     try:
         spec = DiagramSpec3(**raw)
         spec.tol, spec.c, spec.max_steps = float(spec.tol), float(spec.c), int(spec.max_steps)
@@ -114,26 +100,14 @@ def load_diagram_spec3(path: str | Path) -> DiagramSpec3:
 
 def plan_diagram3(spec: DiagramSpec3) -> tuple[Plan, list[Batch]]:
     """Every run of the diagram (hashed like sweep runs) and the batches that train them."""
-    runs: list[PlannedRun] = []
-    batches: list[Batch] = []
     points = [{"gamma": g, "gamma_prime": gp, "gamma2": spec.gamma2, "scheme": ""}
               for g in spec.gammas for gp in spec.gamma_primes]
     points += [{"gamma": SCHEMES3[s].gamma, "gamma_prime": SCHEMES3[s].gamma_prime,
                 "gamma2": SCHEMES3[s].gamma2, "scheme": s} for s in spec.schemes]
-    for m in spec.widths:
-        shared = spec.training(m)
-        per_batch = max(1, MAX_ELEMENTS3 // (m * m * (2 if spec.asi else 1)))
-        fields = [{**p, "seed": s} for p in points for s in spec.seeds]
-        for start in range(0, len(fields), per_batch):
-            chunk = fields[start:start + per_batch]
-            hashes = [run_hash({**shared, **f}) for f in chunk]
-            key = hashlib.sha256(canonical_json(hashes).encode()).hexdigest()[:HASH_CHARS]
-            runs += [PlannedRun(h, key, {"width": m, **f}, {**shared, **f})
-                     for h, f in zip(hashes, chunk, strict=True)]
-            batches.append(Batch(key, shared, list(zip(hashes, chunk, strict=True)), 1000,
-                                 300.0 * len(chunk) * (m * m + 3000), task=TASK3))
-    plan = Plan(spec.name, runs, ["width", *PER_RUN3], 0, {b.key: [h for h, _ in b.runs] for b in batches})
-    assert set(SHARED3) <= set(runs[0].config)
+    copies = 2 if spec.asi else 1
+    plan, batches = plan_points(spec, points, lambda m, shared: MAX_ELEMENTS3 // (m * m * copies),
+                                lambda m, runs: 300.0 * runs * (m * m + 3000), TASK3, PER_RUN3)
+    assert set(SHARED3) <= set(plan.runs[0].config)
     return plan, batches
 
 

@@ -17,6 +17,7 @@ from ._diagram import (
     agreement,
     fit_points,
     run_sweep,
+    sweep_counts,
 )
 from ._param import BOUNDARY_MARGIN
 from ._plot import diagram_figure, rescaled_time_figure
@@ -91,11 +92,7 @@ def _claims(spec: DiagramSpec, sweep, agree: dict[str, Any], schemes: dict[str, 
                 "near_boundary": f"distance to the boundary <= {BOUNDARY_MARGIN}: not counted",
                 "at_cap": "runs at the step budget are classified by RD at the budget"},
             "agreement": agree, "schemes": schemes, "verdicts": verdicts,
-            "sweep": {"trained": sweep.trained, "skipped": sweep.skipped, "failed": sweep.failed,
-                      "pending": sweep.pending, "seconds": round(seconds, 2),
-                      "train_seconds": round(sweep.train_seconds, 2),
-                      "outside_training_share": round(1 - sweep.train_seconds / seconds, 3)
-                      if seconds > 0 else None},
+            "sweep": sweep_counts(sweep, seconds),
             "provenance": provenance()}
 
 

@@ -14,7 +14,7 @@ from matplotlib.patches import Patch
 
 from .._io import atomic_write_json, atomic_write_text, provenance
 from .._sweep_table import _csv
-from ._diagram import SLOPE_MARGIN
+from ._diagram import SLOPE_MARGIN, sweep_counts
 from ._diagram3 import DiagramSpec3, LayerFit, compare, fit_layers, run_sweep3
 from ._param import BOUNDARY_MARGIN
 from ._plot import COLORS, REGIMES, _edges, load_neurons
@@ -101,11 +101,7 @@ def _claims(spec: DiagramSpec3, sweep, fits: list[LayerFit], comp: dict[str, Any
                 "lazy": "heuristic: lazy_exponents() (docs); not a result of any paper",
                 "at_cap": "runs at the step budget are classified by RD at the budget"},
             "comparison": comp, "schemes_w1": schemes, "verdicts": verdicts,
-            "sweep": {"trained": sweep.trained, "skipped": sweep.skipped, "failed": sweep.failed,
-                      "pending": sweep.pending, "seconds": round(seconds, 2),
-                      "train_seconds": round(sweep.train_seconds, 2),
-                      "outside_training_share": round(1 - sweep.train_seconds / seconds, 3)
-                      if seconds > 0 else None},
+            "sweep": sweep_counts(sweep, seconds),
             "provenance": provenance()}
 
 
