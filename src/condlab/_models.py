@@ -26,6 +26,7 @@ from torch import nn
 
 from ._arch import Architecture, augment
 from ._cpu_step import OneLayerStep
+from ._wide_step import WideStep
 
 if TYPE_CHECKING:
     from ._dropout import Dropout
@@ -57,6 +58,7 @@ class BatchedNet:
         self.grads = self.views(self.grad)
         self._buffers: dict[tuple, dict[str, list[torch.Tensor]]] = {}
         self._step: tuple[torch.Tensor | None, torch.Tensor | None, OneLayerStep | None] = (None, None, None)
+        self._wide: tuple[torch.Tensor | None, torch.Tensor | None, WideStep | None] = (None, None, None)
 
     def views(self, buffer: torch.Tensor) -> list[torch.Tensor]:
         """Split a flat buffer laid out like ``flat`` into per-layer (R, rows, cols) views."""
@@ -120,9 +122,13 @@ class BatchedNet:
         x_aug (R, n, d+1) inputs with the appended 1, y (R, n, d_out) targets. The forward and
         hand-written backward pass are the architecture's; with `dropout`, both use its masks. A
         small one-hidden-layer network on CPU takes the same pass as numpy calls on cached
-        views (condlab._cpu_step), within rounding.
+        views (condlab._cpu_step), a wide one (tanh, d_out = 1, no dropout) a pass over cache-sized
+        blocks of neurons (condlab._wide_step), within rounding.
         """
         n = x_aug.shape[1]
+        wide = self._wide_step(x_aug, y)
+        if wide is not None and dropout is None:   # with dropout: the architecture's pass
+            return wide.loss_and_grad()
         work = self._workspace(n, x_aug)
         step = self._numpy_step(x_aug, y, work)
         if step is not None:
@@ -140,6 +146,15 @@ class BatchedNet:
             return self._step[2]
         step = OneLayerStep(self, x_aug, y, work) if OneLayerStep.applies(self, x_aug, y) else None
         self._step = (x_aug, y, step)
+        return step
+
+    def _wide_step(self, x_aug: torch.Tensor, y: torch.Tensor) -> WideStep | None:
+        """The cached blocked step of a wide layer for these data tensors (condlab._wide_step), or
+        None where it does not apply; made before the workspace, which it does not need."""
+        if self._wide[0] is x_aug and self._wide[1] is y:
+            return self._wide[2]
+        step = WideStep(self, x_aug, y) if WideStep.applies(self, x_aug, y) else None
+        self._wide = (x_aug, y, step)
         return step
 
     def run_mask(self, run: int) -> torch.Tensor:

@@ -1,0 +1,130 @@
+"""The blocked step of a wide layer (condlab._wide_step) against the architecture's own pass."""
+
+import numpy as np
+import pytest
+import torch
+
+from condlab._activations import get_activation
+from condlab._arch import get_architecture
+from condlab._models import BatchedNet, augment, init_weights
+from condlab._optim import Hyper, get_optimizer
+from condlab._wide_step import WideStep, block_width
+
+D = 3
+
+
+def make(width: int, n: int, dtype=torch.float64, runs: int = 1, bias: bool = True, d_out: int = 1,
+         act: str = "tanh", std: float = 0.5):
+    """A net of `runs` runs on shared data (x as a broadcast view, like the trainer's)."""
+    arch = get_architecture("fc")(D, width, 1, d_out, (get_activation(act),), bias)
+    net = BatchedNet(arch, runs, dtype, torch.device("cpu"))
+    for r in range(runs):
+        net.load(r, init_weights(arch, r, std))
+    gen = torch.Generator().manual_seed(n)
+    x = torch.rand(n, D, generator=gen, dtype=torch.float64) * 4 - 2
+    y = torch.sin(x[:, :d_out] * 2)
+    xb = augment(x).to(dtype)[None].expand(runs, n, D + 1)
+    return net, xb, y.to(dtype)[None].expand(runs, n, d_out).contiguous()
+
+
+def reference(net: BatchedNet, x_aug: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Loss and gradient from the architecture's forward and backward pass (what the step replaces)."""
+    work = net._workspace(x_aug.shape[1], x_aug)
+    f, inputs = net.arch.batched_forward(net.weights, x_aug, work)
+    residual = f - y
+    loss = residual.square().sum(dim=(1, 2)) / (2 * x_aug.shape[1])
+    saved = net.grad.clone()
+    net.arch.batched_backward(net.weights, net.grads, residual.div_(x_aug.shape[1]), inputs, work)
+    grad = net.grad.clone()
+    net.grad.copy_(saved)
+    return loss, grad
+
+
+# widths around the block width (n = 40, float64: 512 neurons per block), one not a multiple of it
+@pytest.mark.parametrize("width,n,runs,bias", [(3000, 40, 1, True), (2001, 40, 2, False), (20000, 80, 1, True),
+                                               (777, 400, 3, True)])
+def test_the_blocked_step_agrees_with_the_architecture_pass_in_float64(width, n, runs, bias):
+    net, x, y = make(width, n, runs=runs, bias=bias)
+    assert WideStep.applies(net, x, y)
+    loss_ref, grad_ref = reference(net, x, y)
+    loss = net.loss_and_grad(x, y)
+    assert net._wide[2] is not None   # the blocked step ran
+    np.testing.assert_allclose(loss, loss_ref, rtol=1e-12)
+    for view, ref in zip(net.grads, net.views(grad_ref), strict=True):
+        scale = ref.abs().amax(dim=(1, 2), keepdim=True)
+        assert ((view - ref).abs() / scale).max() < 1e-12
+
+
+def test_float32_agrees_within_float32_rounding():
+    net, x, y = make(20000, 80, dtype=torch.float32)
+    loss_ref, grad_ref = reference(net, x, y)
+    loss = net.loss_and_grad(x, y)
+    assert net._wide[2] is not None
+    np.testing.assert_allclose(loss, loss_ref, rtol=1e-5)
+    for view, ref in zip(net.grads, net.views(grad_ref), strict=True):
+        assert ((view - ref).abs() / ref.abs().max()).max() < 1e-5
+
+
+def test_results_do_not_depend_on_the_thread_count():
+    threads = torch.get_num_threads()
+    out = {}
+    try:
+        for t in (1, 2):
+            torch.set_num_threads(t)
+            net, x, y = make(30000, 64, dtype=torch.float32, runs=2)
+            out[t] = net.loss_and_grad(x, y), net.grad.clone()
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(out[1][0], out[2][0]) and torch.equal(out[1][1], out[2][1])
+
+
+@pytest.mark.parametrize("case", ["small", "few points", "two outputs", "relu", "depth 2", "float16"])
+def test_it_steps_aside_where_it_does_not_apply(case):
+    kwargs = {"small": dict(width=50, n=40), "few points": dict(width=20000, n=4),
+              "two outputs": dict(width=20000, n=40, d_out=2), "relu": dict(width=20000, n=40, act="relu"),
+              "depth 2": dict(width=3000, n=40), "float16": dict(width=20000, n=40)}[case]
+    net, x, y = make(**kwargs)
+    if case == "depth 2":
+        arch = get_architecture("fc")(D, 3000, 2, 1, (get_activation("tanh"),) * 2, True)
+        net = BatchedNet(arch, 1, torch.float64, torch.device("cpu"))
+    if case == "float16":
+        x, y = x.half(), y.half()
+    assert not WideStep.applies(net, x, y)
+
+
+def test_dropout_takes_the_architecture_pass():
+    from condlab._dropout import Dropout
+
+    net, x, y = make(3000, 40)
+    dropout = Dropout.__new__(Dropout)
+    calls = []
+    dropout.apply = lambda layer, h, slope: calls.append(layer)
+    net.loss_and_grad(x, y, dropout)
+    assert calls == [0]
+
+
+def test_block_width_keeps_the_product_on_one_blas_thread():
+    assert block_width(80, 6, 4) == 512 and block_width(80, 6, 8) == 256
+    assert block_width(10**6, 6, 4) == 0
+    for n, cols in [(16, 2), (80, 6), (500, 11)]:
+        assert block_width(n, cols, 8) * n * cols <= 1 << 18
+
+
+def test_training_resumes_bit_for_bit():
+    """Ten Adam steps in one go equal five, a copy of the state, and five more."""
+    def steps(net, opt, x, y, k):
+        for _ in range(k):
+            net.loss_and_grad(x, y)
+            opt.step(net.grad)
+
+    net, x, y = make(3000, 40, dtype=torch.float32)
+    hyper = Hyper(lr=torch.tensor(1e-3))
+    opt = get_optimizer("adam")(net.flat, hyper)
+    steps(net, opt, x, y, 5)
+    net2, _, _ = make(3000, 40, dtype=torch.float32)
+    net2.flat.copy_(net.flat)
+    opt2 = get_optimizer("adam")(net2.flat, hyper)
+    opt2.load_state_dict(opt.state_dict())
+    steps(net, opt, x, y, 5)
+    steps(net2, opt2, x, y, 5)
+    assert torch.equal(net.flat, net2.flat)
