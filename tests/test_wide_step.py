@@ -6,6 +6,7 @@ import torch
 
 from condlab._activations import get_activation
 from condlab._arch import get_architecture
+from condlab._dropout import Dropout
 from condlab._models import BatchedNet, augment, init_weights
 from condlab._optim import Hyper, get_optimizer
 from condlab._wide_step import WideStep, block_width
@@ -41,9 +42,14 @@ def reference(net: BatchedNet, x_aug: torch.Tensor, y: torch.Tensor) -> tuple[to
 
 
 # widths around the block width (n = 40, float64: 512 neurons per block), one not a multiple of it
-@pytest.mark.parametrize("width,n,runs,bias", [(3000, 40, 1, True), (2001, 40, 2, False), (20000, 80, 1, True),
-                                               (777, 400, 3, True)])
+CASES = [(3000, 40, 1, True), (2001, 40, 2, False), (20000, 80, 1, True), (777, 400, 3, True),
+         (100000, 4, 1, True)]
+
+
+@pytest.mark.parametrize("width,n,runs,bias", CASES)
 def test_the_blocked_step_agrees_with_the_architecture_pass_in_float64(width, n, runs, bias):
+    """Claim: same loss and gradient up to summation order; tolerance 1e-12 relative (to each
+    layer's largest gradient entry), stated before the first run."""
     net, x, y = make(width, n, runs=runs, bias=bias)
     assert WideStep.applies(net, x, y)
     loss_ref, grad_ref = reference(net, x, y)
@@ -78,29 +84,34 @@ def test_results_do_not_depend_on_the_thread_count():
     assert torch.equal(out[1][0], out[2][0]) and torch.equal(out[1][1], out[2][1])
 
 
-@pytest.mark.parametrize("case", ["small", "few points", "two outputs", "relu", "depth 2", "float16"])
-def test_it_steps_aside_where_it_does_not_apply(case):
-    kwargs = {"small": dict(width=50, n=40), "few points": dict(width=20000, n=4),
-              "two outputs": dict(width=20000, n=40, d_out=2), "relu": dict(width=20000, n=40, act="relu"),
-              "depth 2": dict(width=3000, n=40), "float16": dict(width=20000, n=40)}[case]
-    net, x, y = make(**kwargs)
+def _other(case: str):
     if case == "depth 2":
         arch = get_architecture("fc")(D, 3000, 2, 1, (get_activation("tanh"),) * 2, True)
         net = BatchedNet(arch, 1, torch.float64, torch.device("cpu"))
-    if case == "float16":
-        x, y = x.half(), y.half()
-    assert not WideStep.applies(net, x, y)
+        return net, make(3000, 40)[1], make(3000, 40)[2]
+    if case == "float16 data":
+        net, x, y = make(20000, 40)
+        return net, x.half(), y.half()
+    kwargs = {"small": dict(width=50, n=40), "two outputs": dict(width=20000, n=40, d_out=2),
+              "relu": dict(width=20000, n=40, act="relu"), "sigmoid": dict(width=20000, n=40, act="sigmoid")}
+    return make(**kwargs[case])
 
 
-def test_dropout_takes_the_architecture_pass():
-    from condlab._dropout import Dropout
+@pytest.mark.parametrize("case", ["small", "two outputs", "relu", "sigmoid", "depth 2", "float16 data"])
+def test_it_steps_aside_where_it_does_not_apply(case):
+    assert not WideStep.applies(*_other(case))
 
+
+def test_dropout_takes_the_architecture_pass_with_its_masks():
     net, x, y = make(3000, 40)
-    dropout = Dropout.__new__(Dropout)
-    calls = []
-    dropout.apply = lambda layer, h, slope: calls.append(layer)
-    net.loss_and_grad(x, y, dropout)
-    assert calls == [0]
+    drop = Dropout([0.5], [0], torch.float64, torch.device("cpu"))
+    loss = net.loss_and_grad(x, y, drop)
+    again = Dropout([0.5], [0], torch.float64, torch.device("cpu"))
+    loss_ref = net.loss(x, y)   # no dropout: differs
+    work = net._workspace(40, x)
+    f, _ = net.arch.batched_forward(net.weights, x, work, again)
+    assert torch.equal(loss, (f - y).square().sum(dim=(1, 2)) / 80)
+    assert not torch.equal(loss, loss_ref)
 
 
 def test_block_width_keeps_the_product_on_one_blas_thread():

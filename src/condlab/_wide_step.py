@@ -21,9 +21,9 @@ block is computed the same way whatever the thread count, and f's per-block part
 added in a fixed order, so results are bit-identical at any thread count (tested).
 
 Where it applies (``WideStep.applies``): CPU, float32/float64, one hidden layer without skip,
-the built-in ``tanh``, d_out = 1, with or without output bias, any number of runs R, n >= 
-``MIN_POINTS`` and n*m*(d+1) above ``BLAS_SINGLE_MAX`` (the regime ``_cpu_step.OneLayerStep``
-refuses), numba importable. Not with dropout: a step with dropout takes the architecture's
+the built-in ``tanh``, d_out = 1, with or without output bias, any number of runs R and of
+points n, n*m*(d+1) above ``BLAS_SINGLE_MAX`` (the regime ``_cpu_step.OneLayerStep`` refuses),
+numba importable. Not with dropout: a step with dropout takes the architecture's
 pass (``BatchedNet.loss_and_grad`` falls back). Results agree with the architecture's pass
 within rounding (summation order; tests/test_wide_step.py: 1e-12 relative in float64).
 """
@@ -41,11 +41,14 @@ from . import _cpu
 if TYPE_CHECKING:
     from ._models import BatchedNet
 
-# Below this many points the architecture's pass was as fast (n = 4: 1.46 vs 1.45 ms per step)
-MIN_POINTS = 16
 # One block's activations (n, B): ~160 KB stays in L2 next to its scratch (B = 512 at n = 80,
 # float32: 12.7 ms per step; B = 256: 14.5, B = 1024: 13.0)
 BLOCK_BYTES = 160 * 1024
+# R*n*m above which the blocks are split over threads (two hand-offs per step). Measured at
+# n = 4, m = 1e5 (4e5 values), float32, process CPU time: 1.01 ms split over 2 threads vs 0.88
+# on one, so about 0.5 vs 0.9 ms of wall time on two idle cores (condlab._cpu's 1 << 20 was
+# set for small steps, where a hand-off weighs more).
+PARALLEL_MIN = 1 << 18
 _FASTMATH = {"reassoc", "contract"}   # vectorized sums and FMAs; no assumptions about inf/NaN
 
 
@@ -166,7 +169,7 @@ class WideStep:
         if any(_cpu.as_numpy(t) is None for t in (net.flat, net.grad, x_aug, y)):
             return False
         n, cols = x_aug.shape[1:]
-        if n < MIN_POINTS or n * arch.width * cols <= _cpu.BLAS_SINGLE_MAX:
+        if n * arch.width * cols <= _cpu.BLAS_SINGLE_MAX:
             return False
         return block_width(n, cols, x_aug.element_size()) > 0 and _kernels() is not None
 
@@ -192,7 +195,7 @@ class WideStep:
     def _blocks(self, work) -> None:
         """work(run, block, slot) for every (run, block), over the pool when that pays."""
         jobs = [(r, k) for r in range(self.runs) for k in range(len(self.blocks))]
-        large = self.runs * self.m * self.n >= _cpu.PARALLEL_MIN
+        large = self.runs * self.m * self.n >= PARALLEL_MIN
         threads = min(torch.get_num_threads(), len(jobs)) if large else 1
         while len(self.scratch) < threads:   # one set of scratch blocks per thread, flat: reshaped per block
             size = max(self.cols, self.n) * self.width
