@@ -139,3 +139,36 @@ def test_training_resumes_bit_for_bit():
     steps(net, opt, x, y, 5)
     steps(net2, opt2, x, y, 5)
     assert torch.equal(net.flat, net2.flat)
+
+
+WIDE = {"data": {"n": 20, "d": 2}, "model": {"width": 5000, "init_std": [0.01], "activations": ["tanh"]},
+        "train": {"optimizer": "adam", "lr": [1e-3], "epochs": 40, "snapshots": "every:10",
+                  "dtype": "float32", "checkpoint_seconds": 1e-9}}
+
+
+def test_a_wide_training_resumed_from_a_checkpoint_equals_uninterrupted(tmp_path, monkeypatch):
+    """The trainer's own checkpoint, written after 20 of 40 epochs and resumed: bit for bit."""
+    import condlab
+    from condlab._checkpoint import write_checkpoint
+
+    calls = []
+    original = WideStep.loss_and_grad
+    monkeypatch.setattr(WideStep, "loss_and_grad", lambda self: calls.append(1) or original(self))
+    full = condlab.train(WIDE, progress=False)
+    assert len(calls) >= 40   # the blocked step trained it
+    kept = []
+
+    def keep_one(path, config, params, optimizer, dropout, state, *args):
+        if state.epoch == 20:
+            write_checkpoint(path, config, params, optimizer, dropout, state, *args)
+            kept.append(path.read_bytes())
+
+    monkeypatch.setattr("condlab._api.write_checkpoint", keep_one)
+    condlab.train(WIDE, out=tmp_path / "a", progress=False)
+    monkeypatch.undo()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "checkpoint.pt").write_bytes(kept[0])
+    resumed = condlab.resume(tmp_path / "b", progress=False)
+    for a, b in zip(full, resumed, strict=True):
+        np.testing.assert_array_equal(a.loss, b.loss)
+        assert all(np.array_equal(a.weights[k], b.weights[k]) for k in a.weights)
