@@ -93,17 +93,35 @@ def _pre_kernel(cols: int):
 
 
 def _fsum(a, h, out):  # pragma: no cover - compiled
-    """out (n,) <- h (n, B) @ a (B,)."""
-    for i in range(h.shape[0]):
-        hi = h[i]
+    """out (n,) <- h (n, B) @ a (B,).
+
+    Four rows at a time: four independent sums hide the latency of each (0.58 -> 0.45 ms per
+    step at n = 80, m = 1e5, float32).
+    """
+    n, rows = h.shape
+    i = 0
+    while i + 4 <= n:
+        h0, h1, h2, h3 = h[i], h[i + 1], h[i + 2], h[i + 3]
+        c0, c1, c2, c3 = h0[0] * a[0], h1[0] * a[0], h2[0] * a[0], h3[0] * a[0]
+        for j in range(1, rows):
+            aj = a[j]
+            c0 += h0[j] * aj
+            c1 += h1[j] * aj
+            c2 += h2[j] * aj
+            c3 += h3[j] * aj
+        out[i], out[i + 1], out[i + 2], out[i + 3] = c0, c1, c2, c3
+        i += 4
+    for rest in range(i, n):
+        hi = h[rest]
         acc = hi[0] * a[0]
-        for j in range(1, hi.shape[0]):
+        for j in range(1, rows):
             acc += hi[j] * a[j]
-        out[i] = acc
+        out[rest] = acc
 
 
 def _project(d, h, out):  # pragma: no cover - compiled
-    """out (B,) <- d (n,) @ h (n, B)."""
+    """out (B,) <- d (n,) @ h (n, B), one row per sweep over out (four rows per sweep measured
+    1.6x slower)."""
     h0, d0 = h[0], d[0]
     for j in range(out.shape[0]):
         out[j] = d0 * h0[j]
