@@ -2,7 +2,9 @@
 
 One network d-m-1 (d = 5, m = 10^5, tanh), n = 4 and n = 80 samples, GD and Adam. Per step:
 
-* ``condlab``: the trainer's step (``BatchedNet.loss_and_grad`` + the ``condlab._optim`` step);
+* ``condlab``: the trainer's step (``BatchedNet.loss_and_grad`` + the ``condlab._optim`` step;
+  ``blocked`` in the output where it took the wide layer's blocked step, ``condlab._wide_step``,
+  ``arch`` where the architecture's pass);
 * ``autograd``: W (m, d+1) and a (1, m+1) as leaf tensors, ``x_aug @ W.T``, ``tanh``,
   ``.backward()``, ``torch.optim.Adam`` / ``SGD`` with ``fused=True`` (``foreach=True`` where
   this torch has no fused kernel);
@@ -51,6 +53,7 @@ def condlab_step(arch, x: torch.Tensor, y: torch.Tensor, optimizer: str) -> Call
         net.loss_and_grad(xb, yb)
         opt.step(net.grad)
 
+    step.net = net   # which pass ran: net._wide[2] is the blocked step (condlab._wide_step) or None
     return step
 
 
@@ -137,7 +140,9 @@ def measure(arch, x, y, optimizer: str, threads: list[int], args) -> None:
         floor = floor_seconds(arch, x.shape[0], x.dtype, optimizer)
         pairs = [(best_of(1, ours, args.steps), best_of(1, theirs, args.steps)) for _ in range(args.repeat)]
         c, a = min(p[0] for p in pairs), min(p[1] for p in pairs)
-        print(f"{str(x.dtype).removeprefix('torch.'):>8} n={x.shape[0]:<3} {optimizer:<4} threads={t}: "
+        path = "blocked" if ours.net._wide[2] is not None else "arch"
+        name = str(x.dtype).removeprefix("torch.")
+        print(f"{name:>8} n={x.shape[0]:<3} {optimizer:<4} threads={t} {path}: "
               f"condlab {c * 1e3:7.2f} ms  autograd {a * 1e3:7.2f} ms  floor {floor * 1e3:6.2f} ms  ->  "
               f"{statistics.median(q / p for p, q in pairs):4.2f}x autograd (target 1.5x), "
               f"{c / floor:4.1f}x the floor (target <= 3x)")

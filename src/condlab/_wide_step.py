@@ -60,7 +60,11 @@ def _kernels() -> dict | None:
         import numba
     except ImportError:
         return None
-    jit = numba.njit(nogil=True, fastmath=_FASTMATH, cache=True, error_model="numpy")
+    try:   # numba refuses to cache where it finds no writable cache directory: compile per process
+        jit = numba.njit(nogil=True, fastmath=_FASTMATH, cache=True, error_model="numpy")
+        jit(_slope)
+    except RuntimeError:
+        jit = numba.njit(nogil=True, fastmath=_FASTMATH, error_model="numpy")
     return {"fsum": jit(_fsum), "project": jit(_project), "slope": jit(_slope),
             "scale": jit(_scale)}
 
