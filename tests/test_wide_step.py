@@ -172,3 +172,11 @@ def test_a_wide_training_resumed_from_a_checkpoint_equals_uninterrupted(tmp_path
     for a, b in zip(full, resumed, strict=True):
         np.testing.assert_array_equal(a.loss, b.loss)
         assert all(np.array_equal(a.weights[k], b.weights[k]) for k in a.weights)
+
+
+def test_the_blocked_step_allocates_no_architecture_workspace():
+    """Its one (R, n, m) buffer replaces the architecture's five (z, h, slope, two for dR/dh)."""
+    net, x, y = make(20000, 80, dtype=torch.float32)
+    net.loss_and_grad(x, y)
+    assert net._wide[2] is not None and net._buffers == {}
+    assert net._wide[2].h.size == 20000 * 80
