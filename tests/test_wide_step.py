@@ -180,3 +180,17 @@ def test_the_blocked_step_allocates_no_architecture_workspace():
     net.loss_and_grad(x, y)
     assert net._wide[2] is not None and net._buffers == {}
     assert net._wide[2].h.size == 20000 * 80
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_diverged_run_warns_nothing_and_reports_a_non_finite_loss(threads):
+    """Overflowing runs are caught by their loss (the trainer freezes them): no numpy warnings,
+    also from the pool's threads (pytest turns warnings into errors)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        net, x, y = make(30000, 64, dtype=torch.float32, runs=2, std=1e37)
+        loss = net.loss_and_grad(x, y)
+    finally:
+        torch.set_num_threads(before)
+    assert net._wide[2] is not None and not torch.isfinite(loss).any()

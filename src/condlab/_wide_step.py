@@ -245,8 +245,10 @@ class WideStep:
         parts = _cpu._ranges(len(jobs), threads)
 
         def run(slot: int) -> None:
-            for job in jobs[parts[slot]]:
-                work(job, slot)
+            # numpy's error state is per thread: the pool's threads do not inherit the caller's
+            with np.errstate(over="ignore", invalid="ignore"):
+                for job in jobs[parts[slot]]:
+                    work(job, slot)
 
         _cpu._in_parallel([functools.partial(run, slot) for slot in range(threads)])
 
