@@ -256,9 +256,10 @@ def test_numpy_one_layer_step_split_over_threads_changes_no_bit(monkeypatch):
     x = torch.linspace(-2, 2, 60, dtype=torch.float64).reshape(20, 3)
     xb, yb = augment(x).expand(4, -1, -1).contiguous(), torch.sin(x[:, :1]).expand(4, -1, -1).contiguous()
     grads = []
-    for threads, parallel_min in ((1, _cpu.PARALLEL_MIN), (3, 1)):
-        monkeypatch.setattr(_cpu, "PARALLEL_MIN", parallel_min)
-        monkeypatch.setattr(_cpu, "PARALLEL_MIN_FLOPS", parallel_min)
+    from condlab import _cpu_step
+
+    for threads, parallel_min in ((1, _cpu_step.STEP_PARALLEL_MIN), (3, 1)):
+        monkeypatch.setattr(_cpu_step, "STEP_PARALLEL_MIN", parallel_min)   # the whole step, by runs
         net = BatchedNet(arch, 4, torch.float64, torch.device("cpu"))
         for r in range(4):
             net.load(r, init_weights(arch, r, 0.5))

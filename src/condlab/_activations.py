@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import numpy as np
 import sympy as sp
 import torch
 import torch.nn.functional as F
@@ -55,6 +56,11 @@ class Activation:
     # torch.tanh is within 0.5 / 0.7 ulp -- a change within rounding, not bit for bit; fn and
     # grad (autograd paths: analysis, replay) use torch.tanh.
     fused: Callable[[Tensor, Tensor, Tensor], None] | None = None
+    # numpy forms for the CPU step (condlab._cpu_step), which may call them on worker threads:
+    # σ into a given array, and whether σ' = 1 - σ² (tanh), which lets the step fold the slope
+    # into its weight gradient (one pass fewer over the (n, m) values).
+    numpy_fn: Callable[[np.ndarray, np.ndarray], object] | None = None
+    slope_is_one_minus_square: bool = False
 
     def __call__(self, t: Tensor) -> Tensor:
         return self.fn(t)
@@ -203,6 +209,7 @@ def _fused_x2tanh(t: Tensor, value: Tensor, slope: Tensor) -> None:
 
 _FUSED = {"tanh": _fused_tanh, "sigmoid": _fused_sigmoid, "xtanh": _fused_xtanh,
           "x2tanh": _fused_x2tanh}
+_NUMPY = {"tanh": {"numpy_fn": np.tanh, "slope_is_one_minus_square": True}}  # what _fused_tanh computes
 _ALIASES = ACTIVATION_ALIASES  # _checks.BUILTIN_ACTIVATIONS lists _BUILTINS' names (tested)
 _USER: dict[str, Activation] = {}  # filled by register_activation
 
@@ -214,7 +221,7 @@ def _builtin_registry() -> dict[str, Activation]:
     for name, (formula, fn, grad) in _BUILTINS.items():
         expr = parse_expression(formula)
         out[name] = Activation(name, formula, expr, fn, grad, *multiplicity(expr),
-                               fused=_FUSED.get(name))
+                               fused=_FUSED.get(name), **_NUMPY.get(name, {}))
     return out
 
 
