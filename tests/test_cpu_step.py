@@ -53,8 +53,9 @@ def test_folded_tanh_slope_equals_the_plain_slope(n, d, width, d_out, bias, init
     loss = fast.loss_and_grad(xb, yb)
     step = fast._step[2]
     assert step is not None and step.tanh and step.fold == (d_out == 1 and n > d + 1)
-    plain.loss_and_grad(xb, yb)
-    plain._step[2].tanh = False            # the activation's own pass: s = 1 - h^2, then s^T (x delta)
+    reference_step = _cpu_step.OneLayerStep(plain, xb, yb, plain._workspace(n, xb))
+    reference_step.tanh = False            # the activation's own pass: s = 1 - h^2, then s^T (x delta)
+    plain._step = (xb, yb, reference_step)
     reference = plain.loss_and_grad(xb, yb)
     assert torch.equal(loss, reference)    # the forward pass is the same calls
     # per entry of the first layer's gradient: sum_n |x_nq| sum_o |delta_no a_oj|

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 # Work (n*m per run, times R) above which the step is split over torch's threads, in float32
 # tanh evaluations; a float64 one counts F64_COST (np.tanh: 1.7 vs 0.4 ns per element).
-STEP_PARALLEL_MIN = 1 << 19
+STEP_PARALLEL_MIN = 1 << 18
 F64_COST = 4
 Masks = tuple[np.ndarray, np.ndarray] | None   # dropout masks (R, n, m), runs that drop (R, 1, 1)
 
@@ -53,20 +53,29 @@ Masks = tuple[np.ndarray, np.ndarray] | None   # dropout masks (R, n, m), runs t
 class _Part:
     """numpy views of one contiguous range of runs: what one thread of the step touches."""
 
-    def __init__(self, step: OneLayerStep, runs: slice, m: int):
-        for name in ("x", "y", "z", "h", "s", "f", "xd", "g", "gw", "ga"):
+    def __init__(self, step: OneLayerStep, runs: slice):
+        m = step.m
+        for name in ("x", "w", "a", "gw", "ga", "w_ext", "z", "h", "s", "f", "y_t", "xd", "p_t", "q", "g"):
             setattr(self, name, getattr(step, name)[runs])
         self.runs = runs
-        self.w_t = step.w[runs].transpose(0, 2, 1)
-        self.a_bar = step.a[runs, :, :m]
+        self.h_out = self.h if step.bias else self.h[:, :m]     # row m (ones) gives the output bias
+        self.a_bar = self.a[:, :, :m]
         self.a_bar_t = self.a_bar.transpose(0, 2, 1)
-        self.bias = step.a[runs, None, :, m] if step.bias else None
-        self.ga_bar = self.ga[:, :, :m]
-        self.colsum = np.empty((self.x.shape[0], 1, self.x.shape[2]), dtype=self.x.dtype)
+        self.blocks = []   # shared data: z^T of BLOCK_RUNS runs as one product (R m, d+1) @ (d+1, n)
+        if step.x_t is not None:
+            for lo in range(0, self.x.shape[0], step.block_runs):
+                block = slice(lo, lo + step.block_runs)
+                self.blocks.append((self.w_ext[block].reshape(-1, self.x.shape[2]),
+                                    self.z[block].reshape(-1, step.n), self.h[block].reshape(-1, step.n)))
 
 
 class OneLayerStep:
-    """loss_and_grad of a one-hidden-layer BatchedNet on fixed data, through numpy views."""
+    """loss_and_grad of a one-hidden-layer BatchedNet on fixed data, through numpy views.
+
+    The hidden values are stored transposed, (R, m + 1, n), with a last row of ones (tanh(40)
+    for tanh): then z^T = W x^T is one product for all runs when they share the data, and the
+    products with the hidden values also give the output bias's gradient and colsum(x delta).
+    """
 
     def __init__(self, net: BatchedNet, x_aug: torch.Tensor, y: torch.Tensor, work: dict):
         arch = net.arch
@@ -74,21 +83,32 @@ class OneLayerStep:
         self.bias = arch.output_bias
         # the tensors keep their numpy views' memory alive; the data may be broadcast views
         self.tensors = (x_aug, y)
-        self.z_t, self.h_t, self.s_t = work["z"][0], work["h"][0], work["slope"][0]
+        self.like = work["h"][0]   # (R, n, m): the dropout masks' shape, drawn as in the architecture
         view = _cpu.as_numpy
         self.x, self.y = view(x_aug), view(y)
-        self.z, self.h, self.s, self.f = view(self.z_t), view(self.h_t), view(self.s_t), view(work["f"])
+        self.y_t = self.y.transpose(0, 2, 1)
         self.w, self.a = view(net.weights[0]), view(net.weights[1])
         self.gw, self.ga = view(net.grads[0]), view(net.grads[1])
-        self.xd = view(work["xd"])
-        self.g = view(work["g"][0])
-        self.fold = arch.d_out == 1 and self.n > x_aug.shape[2]   # as in Architecture.batched_backward
+        runs, n, cols = self.x.shape
+        m, d_out, dtype = self.m, arch.d_out, self.x.dtype
+        shared = self.x.strides[0] == 0 or bool((self.x == self.x[:1]).all())
+        self.x_t = np.ascontiguousarray(self.x[0].T) if shared else None
+        self.block_runs = max(1, _cpu.BLAS_SINGLE_MAX // ((m + 1) * cols * n))   # OpenBLAS: one thread
+        self.w_ext = np.zeros((runs, m + 1, cols), dtype=dtype)
+        self.w_ext[:, m, cols - 1] = 40.0    # times the input's appended 1: z = 40, tanh(z) = 1 exactly
+        self.z, self.h, self.s = (np.zeros((runs, m + 1, n), dtype=dtype) for _ in range(3))
+        self.h[:, m] = 1.0
+        self.z_t, self.h_t, self.s_t = (torch.from_numpy(a)[:, :m] for a in (self.z, self.h, self.s))
+        self.f = np.empty((runs, d_out, n), dtype=dtype)
+        self.xd = np.empty((runs, n, cols), dtype=dtype)
+        self.p_t = np.empty((runs, cols, m + 1), dtype=dtype)
+        self.q = np.empty((runs, cols, m), dtype=dtype)
+        self.g = np.empty((runs, m, n), dtype=dtype)
+        self.fold = d_out == 1 and n > cols   # as in Architecture.batched_backward
         # tanh in numpy (may run on the pool's threads), and its slope from its value
         self.tanh = self.act.numpy_fn is np.tanh and self.act.slope_is_one_minus_square
-        self.ones = np.ones((1, self.n), dtype=self.x.dtype)
-        runs = self.x.shape[0]
-        cost = F64_COST if self.x.dtype == np.float64 else 1
-        work = runs * self.n * self.m * cost // STEP_PARALLEL_MIN
+        cost = F64_COST if dtype == np.float64 else 1
+        work = runs * n * m * cost // STEP_PARALLEL_MIN
         self.most_threads = max(1, min(runs, work)) if self.tanh else 1
         self._parts: dict[int, list[_Part]] = {}
 
@@ -102,13 +122,13 @@ class OneLayerStep:
             return False
         n, cols = x_aug.shape[1:]
         largest = max(n * arch.width * cols, n * arch.width * arch.d_out)
-        return largest <= _cpu.BLAS_SINGLE_MAX and x_aug.dtype == y.dtype == net.flat.dtype
+        return (largest <= _cpu.BLAS_SINGLE_MAX and x_aug.dtype == y.dtype == net.flat.dtype
+                and bool((x_aug[..., -1] == 1).all()))   # the appended 1 (augment)
 
     def parts(self, threads: int) -> list[_Part]:
         """The runs cut into `threads` contiguous ranges (views made once per thread count)."""
         if threads not in self._parts:
-            ranges = _cpu._ranges(self.x.shape[0], threads)
-            self._parts[threads] = [_Part(self, runs, self.m) for runs in ranges]
+            self._parts[threads] = [_Part(self, runs) for runs in _cpu._ranges(self.x.shape[0], threads)]
         return self._parts[threads]
 
     def loss_and_grad(self, dropout: Dropout | None = None) -> torch.Tensor:
@@ -118,7 +138,7 @@ class OneLayerStep:
         masks = None
         if dropout is not None:   # drawn here, in run order, by the runs' torch generators
             dropping = np.array([q > 0 for q in dropout.q])[:, None, None]
-            masks = (_cpu.as_numpy(dropout.masks(0, self.h_t)), dropping)
+            masks = (_cpu.as_numpy(dropout.masks(0, self.like)).transpose(0, 2, 1), dropping)
         threads = min(torch.get_num_threads(), self.most_threads)
         if threads <= 1:
             self._run(self.parts(1)[0], masks, loss)
@@ -128,49 +148,66 @@ class OneLayerStep:
 
     def _run(self, part: _Part, masks: Masks, loss: np.ndarray) -> None:
         """The whole step for one range of runs."""
+        m = self.m
         # errstate is per thread; a diverging run is caught by its loss
         with np.errstate(over="ignore", invalid="ignore"):
-            np.matmul(part.x, part.w_t, out=part.z)                           # z = (x, 1) W^T
+            np.copyto(part.w_ext[:, :m], part.w)
+            if part.blocks:   # with tanh, z is computed in h's buffer, and tanh taken in place
+                for w_block, z_block, h_block in part.blocks:
+                    np.matmul(w_block, self.x_t, out=h_block if self.tanh else z_block)   # z^T = W (x, 1)^T
+            else:
+                np.matmul(part.w_ext, part.x.transpose(0, 2, 1), out=part.h if self.tanh else part.z)
             # with the fold, s holds h^2 (the slope 1 - h^2 is folded into the weight gradient)
             # except on runs that drop units, whose slope the mask scales: there s = 1 - h^2.
             # So a run with q = 0 computes the same with or without dropout in its batch.
             square = self.tanh and self.fold
-            if self.tanh:
-                np.tanh(part.z, out=part.h)
-                np.multiply(part.h, part.h, out=part.s)
+            if self.tanh and masks is None:   # one buffer: z, then h, then s (fewer bytes moved)
+                np.tanh(part.h, out=part.h)
+                delta = self._output(part, loss)
+                np.multiply(part.h, part.h, out=part.h)
                 if not square:
-                    np.subtract(1, part.s, out=part.s)                        # s = 1 - h^2
-                elif masks is not None:
-                    np.subtract(1, part.s, out=part.s, where=masks[1][part.runs])
+                    np.subtract(1, part.h, out=part.h)                        # s = 1 - h^2
+                self._weight_grad(part, delta, part.h, square, None)
+                return
+            if self.tanh:
+                np.tanh(part.h, out=part.h)
+                np.multiply(part.h, part.h, out=part.s)
+                np.subtract(1, part.s, out=part.s, where=masks[1][part.runs] if square else True)
             else:   # the activation's own pass (torch), on all runs: part is all of them here
                 self.act.value_and_grad(self.z_t, self.h_t, self.s_t)       # h = sigma(z), s = sigma'(z)
             if masks is not None:   # the mask scales sigma' too: backward unchanged
-                np.multiply(part.h, masks[0][part.runs], out=part.h)
-                np.multiply(part.s, masks[0][part.runs], out=part.s)
-            self._backward(part, loss, square, None if masks is None else masks[1][part.runs])
+                np.multiply(part.h[:, :m], masks[0][part.runs], out=part.h[:, :m])
+                np.multiply(part.s[:, :m], masks[0][part.runs], out=part.s[:, :m])
+            delta = self._output(part, loss)
+            self._weight_grad(part, delta, part.s, square, None if masks is None else masks[1][part.runs])
 
-    def _backward(self, part: _Part, loss: np.ndarray, square: bool, dropping: np.ndarray | None) -> None:
-        """Everything after h and s (h^2 with `square`, on runs not `dropping`): output, loss, gradients."""
-        np.matmul(part.h, part.a_bar_t, out=part.f)
-        if self.bias:
-            np.add(part.f, part.bias, out=part.f)
-        residual = np.subtract(part.f, part.y, out=part.f)
+    def _output(self, part: _Part, loss: np.ndarray) -> np.ndarray:
+        """The output, the loss per run and the output layer's gradient; -> dR/df^T (R, d_out, n)."""
+        np.matmul(part.a, part.h_out, out=part.f)                          # f^T = a (h, 1)
+        residual = np.subtract(part.f, part.y_t, out=part.f)
         loss[part.runs] = np.square(residual).sum(axis=(1, 2)) / (2 * self.n)
-        delta = np.divide(residual, self.n, out=residual)                  # dR/df (R, n, d_out)
-        np.matmul(delta.transpose(0, 2, 1), part.h, out=part.ga_bar)
-        if self.bias:
-            np.sum(delta, axis=1, out=part.ga[:, :, self.m])
+        delta = np.divide(residual, self.n, out=residual)
+        np.matmul(delta, part.h_out.transpose(0, 2, 1), out=part.ga)       # with the bias: sum_n delta
+        return delta
+
+    def _weight_grad(self, part: _Part, delta: np.ndarray, s: np.ndarray, square: bool,
+                     dropping: np.ndarray | None) -> None:
+        """The hidden layer's gradient from the slope s (h^2 with `square`, on runs not `dropping`)."""
+        m = self.m
         if self.fold:   # dR/dW[j] = a_j sum_n s_nj (delta_n x_n)
-            np.multiply(part.x, delta, out=part.xd)
-            np.matmul(part.s.transpose(0, 2, 1), part.xd, out=part.gw)
-            if square:  # sum_n (1 - h_nj^2) xd_n = colsum(xd) - sum_n h_nj^2 xd_n
-                np.matmul(self.ones, part.xd, out=part.colsum)
-                if dropping is None:
-                    np.subtract(part.colsum, part.gw, out=part.gw)
-                else:
-                    np.subtract(part.colsum, part.gw, out=part.gw, where=~dropping)
-            np.multiply(part.gw, part.a_bar_t, out=part.gw)
+            np.multiply(part.x, delta.transpose(0, 2, 1), out=part.xd)
+            # (x delta)^T (s, 1): sum_n s_nj xd_n, and colsum(xd) in column m (s's row m is 1)
+            np.matmul(part.xd.transpose(0, 2, 1), s.transpose(0, 2, 1), out=part.p_t)
+            if not square:
+                np.copyto(part.q, part.p_t[:, :, :m])
+            elif dropping is None:   # sum_n (1 - h_nj^2) xd_n = colsum(xd) - sum_n h_nj^2 xd_n
+                np.subtract(part.p_t[:, :, m:], part.p_t[:, :, :m], out=part.q)
+            else:
+                np.copyto(part.q, part.p_t[:, :, :m])
+                np.subtract(part.p_t[:, :, m:], part.p_t[:, :, :m], out=part.q, where=~dropping)
+            np.multiply(part.q, part.a_bar, out=part.q)
+            np.copyto(part.gw, part.q.transpose(0, 2, 1))
         else:           # dR/dz = s * (delta a), then dR/dW = (dR/dz)^T (x, 1)
-            np.matmul(delta, part.a_bar, out=part.g)
-            np.multiply(part.s, part.g, out=part.g)
-            np.matmul(part.g.transpose(0, 2, 1), part.x, out=part.gw)
+            np.matmul(part.a_bar_t, delta, out=part.g)
+            np.multiply(s[:, :m], part.g, out=part.g)
+            np.matmul(part.g, part.x, out=part.gw)
