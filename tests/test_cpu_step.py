@@ -104,3 +104,30 @@ def test_step_split_over_threads_changes_no_bit(dropout, d_out, monkeypatch):
             torch.set_num_threads(before)
         results.append((loss, net.grad.clone()))
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_step_equals_the_architectures_pass_with_shared_or_per_run_data(shared):
+    # per-run data (each run its own x) take one product per run instead of one per block of runs
+    make, xb, yb = _setup(30, 3, 16, 1, True, 0.5)
+    if not shared:
+        xb = xb.clone()
+        xb[..., :-1] += torch.arange(RUNS, dtype=torch.float64)[:, None, None] / 10
+    fast, slow = make(), make()
+    fast_loss = fast.loss_and_grad(xb, yb)
+    assert fast._step[2] is not None and (fast._step[2].x_t is not None) == shared
+    slow._step = (xb, yb, None)
+    slow_loss = slow.loss_and_grad(xb, yb)
+    torch.testing.assert_close(fast_loss, slow_loss, rtol=0, atol=1e-12 * slow_loss.abs().max().item())
+    torch.testing.assert_close(fast.grad, slow.grad, rtol=0, atol=1e-12 * slow.grad.abs().max().item())
+
+
+def test_step_needs_the_appended_one():
+    make, xb, yb = _setup(30, 3, 16, 1, True, 0.5)
+    net, other = make(), make()
+    xb = xb.clone()
+    xb[..., -1] = 2.0                      # the last input column is not the bias's 1
+    loss = net.loss_and_grad(xb, yb)
+    assert net._step[2] is None            # the architecture's pass, which computes the same
+    other._step = (xb, yb, None)
+    assert torch.equal(loss, other.loss_and_grad(xb, yb))

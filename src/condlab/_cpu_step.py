@@ -61,7 +61,7 @@ class _Part:
         self.h_out = self.h if step.bias else self.h[:, :m]     # row m (ones) gives the output bias
         self.a_bar = self.a[:, :, :m]
         self.a_bar_t = self.a_bar.transpose(0, 2, 1)
-        self.blocks = []   # shared data: z^T of BLOCK_RUNS runs as one product (R m, d+1) @ (d+1, n)
+        self.blocks = []   # shared data: z^T of block_runs runs as one product (R m, d+1) @ (d+1, n)
         if step.x_t is not None:
             for lo in range(0, self.x.shape[0], step.block_runs):
                 block = slice(lo, lo + step.block_runs)
