@@ -41,6 +41,7 @@ import torch
 # step that split its tanh and products over the pool took 1.4x the one-thread step (the
 # hand-offs, and perhaps torch's OpenMP threads spinning after their own parallel regions,
 # cost more than the halved work), so only the wide layer's n*m ~ 1e7 values are split.
+# (The one-hidden-layer step splits whole, by runs, with one hand-off: condlab._cpu_step.)
 PARALLEL_MIN = 1 << 20
 PARALLEL_MIN_FLOPS = 1 << 24
 # OpenBLAS runs a product on one thread up to m*n*k = 65536 * GEMM_MULTITHREAD_THRESHOLD (4)
