@@ -62,7 +62,19 @@ if TYPE_CHECKING:
 # tanh evaluations; a float64 one counts F64_COST (np.tanh: 1.7 vs 0.4 ns per element).
 STEP_PARALLEL_MIN = 1 << 18
 F64_COST = 4
-Masks = tuple[np.ndarray, np.ndarray] | None   # dropout masks (R, n, m), runs that drop (R, 1, 1)
+Masks = tuple[np.ndarray, list[bool]] | None   # dropout masks (R, n, m), whether each run drops
+
+
+def _dropping(drops: list[bool], part: slice) -> list[slice]:
+    """The ranges of runs that drop units, within the range `part` and relative to it."""
+    ranges, start = [], None
+    for r in range(part.start, part.stop):
+        if drops[r] and start is None:
+            start = r
+        if start is not None and (r + 1 == part.stop or not drops[r + 1]):
+            ranges.append(slice(start - part.start, r + 1 - part.start))
+            start = None
+    return ranges
 
 
 class _Part:
@@ -70,7 +82,8 @@ class _Part:
 
     def __init__(self, step: OneLayerStep, runs: slice):
         m = step.m
-        for name in ("x", "w", "a", "gw", "ga", "w_ext", "z", "h", "s", "f", "y_t", "xd", "p_t", "q", "g"):
+        for name in ("x", "w", "a", "gw", "ga", "w_ext", "z", "h", "s", "f", "y_t", "xd", "p_t", "q", "g",
+                     "mask_t"):
             setattr(self, name, getattr(step, name)[runs])
         self.runs = runs
         self.h_out = self.h if step.bias else self.h[:, :m]     # row m (ones) gives the output bias
@@ -119,6 +132,7 @@ class OneLayerStep:
         self.p_t = np.empty((runs, cols, m + 1), dtype=dtype)
         self.q = np.empty((runs, cols, m), dtype=dtype)
         self.g = np.empty((runs, m, n), dtype=dtype)
+        self.mask_t = np.empty((runs, m, n), dtype=dtype)   # (untouched memory unless dropout)
         self.fold = d_out == 1 and n > cols   # as in Architecture.batched_backward
         # tanh in numpy (may run on the pool's threads), and its slope from its value
         self.tanh = self.act.numpy_fn is np.tanh and self.act.slope_is_one_minus_square
@@ -152,8 +166,7 @@ class OneLayerStep:
         loss = np.empty(self.x.shape[0], dtype=self.x.dtype)
         masks = None
         if dropout is not None:   # drawn here, in run order, by the runs' torch generators
-            dropping = np.array([q > 0 for q in dropout.q])[:, None, None]
-            masks = (_cpu.as_numpy(dropout.masks(0, self.like)).transpose(0, 2, 1), dropping)
+            masks = (_cpu.as_numpy(dropout.masks(0, self.like)), [q > 0 for q in dropout.q])
         threads = min(torch.get_num_threads(), self.most_threads)
         if threads <= 1:
             self._run(self.parts(1)[0], masks, loss)
@@ -182,19 +195,21 @@ class OneLayerStep:
                 np.multiply(part.h, part.h, out=part.h)
                 if not square:
                     np.subtract(1, part.h, out=part.h)                        # s = 1 - h^2
-                self._weight_grad(part, delta, part.h, square, None)
+                self._weight_grad(part, delta, part.h, square, [])
                 return
             if self.tanh:
                 np.tanh(part.h, out=part.h)
                 np.multiply(part.h, part.h, out=part.s)
-                np.subtract(1, part.s, out=part.s, where=masks[1][part.runs] if square else True)
+                for runs in _dropping(masks[1], part.runs) if square else [slice(None)]:
+                    np.subtract(1, part.s[runs], out=part.s[runs])                 # s = 1 - h^2
             else:   # the activation's own pass (torch), on all runs: part is all of them here
                 self.act.value_and_grad(self.z_t, self.h_t, self.s_t)       # h = sigma(z), s = sigma'(z)
             if masks is not None:   # the mask scales sigma' too: backward unchanged
-                np.multiply(part.h[:, :m], masks[0][part.runs], out=part.h[:, :m])
-                np.multiply(part.s[:, :m], masks[0][part.runs], out=part.s[:, :m])
+                np.copyto(part.mask_t, masks[0][part.runs].transpose(0, 2, 1))   # one strided pass
+                np.multiply(part.h[:, :m], part.mask_t, out=part.h[:, :m])
+                np.multiply(part.s[:, :m], part.mask_t, out=part.s[:, :m])
             delta = self._output(part, loss)
-            self._weight_grad(part, delta, part.s, square, None if masks is None else masks[1][part.runs])
+            self._weight_grad(part, delta, part.s, square, _dropping(masks[1], part.runs) if masks else [])
 
     def _output(self, part: _Part, loss: np.ndarray) -> np.ndarray:
         """The output, the loss per run and the output layer's gradient; -> dR/df^T (R, d_out, n)."""
@@ -206,8 +221,9 @@ class OneLayerStep:
         return delta
 
     def _weight_grad(self, part: _Part, delta: np.ndarray, s: np.ndarray, square: bool,
-                     dropping: np.ndarray | None) -> None:
-        """The hidden layer's gradient from the slope s (h^2 with `square`, on runs not `dropping`)."""
+                     dropping: list[slice]) -> None:
+        """The hidden layer's gradient from the slope s (h^2 with `square`, but on the runs
+        `dropping`, ranges within the part)."""
         m = self.m
         if self.fold:   # dR/dW[j] = a_j sum_n s_nj (delta_n x_n)
             np.multiply(part.x, delta.transpose(0, 2, 1), out=part.xd)
@@ -215,11 +231,10 @@ class OneLayerStep:
             np.matmul(part.xd.transpose(0, 2, 1), s.transpose(0, 2, 1), out=part.p_t)
             if not square:
                 np.copyto(part.q, part.p_t[:, :, :m])
-            elif dropping is None:   # sum_n (1 - h_nj^2) xd_n = colsum(xd) - sum_n h_nj^2 xd_n
+            else:   # sum_n (1 - h_nj^2) xd_n = colsum(xd) - sum_n h_nj^2 xd_n
                 np.subtract(part.p_t[:, :, m:], part.p_t[:, :, :m], out=part.q)
-            else:
-                np.copyto(part.q, part.p_t[:, :, :m])
-                np.subtract(part.p_t[:, :, m:], part.p_t[:, :, :m], out=part.q, where=~dropping)
+                for runs in dropping:   # their s is the plain (masked) slope
+                    np.copyto(part.q[runs], part.p_t[runs, :, :m])
             np.multiply(part.q, part.a_bar, out=part.q)
             np.copyto(part.gw, part.q.transpose(0, 2, 1))
         else:           # dR/dz = s * (delta a), then dR/dW = (dR/dz)^T (x, 1)
