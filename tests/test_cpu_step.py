@@ -8,8 +8,8 @@ Claims, stated before looking (float64):
   two outputs (where the step keeps the plain slope);
 * with dropout it equals the architecture's pass (same masks) within 1e-12 of the largest
   gradient entry; runs with q = 0 take the folded form, so they do not depend on the batch;
-* split over threads (by runs) it changes no bit of the loss or the gradient, with and
-  without dropout.
+* split over threads (by runs) it changes no bit of the loss or the gradient; with dropout
+  it is not split.
 """
 
 from __future__ import annotations
@@ -89,7 +89,8 @@ def test_step_with_dropout_equals_the_architectures_pass():
 @pytest.mark.parametrize("d_out", [1, 2])
 def test_step_split_over_threads_changes_no_bit(dropout, d_out, monkeypatch):
     make, xb, yb = _setup(30, 3, 16, d_out, True, 0.5)
-    results = []
+    results, calls, real = [], [], _cpu_step._cpu._in_parallel
+    monkeypatch.setattr(_cpu_step._cpu, "_in_parallel", lambda tasks: calls.append(len(tasks)) or real(tasks))
     for threads, parallel_min in ((1, _cpu_step.STEP_PARALLEL_MIN), (3, 1)):
         monkeypatch.setattr(_cpu_step, "STEP_PARALLEL_MIN", parallel_min)
         net = make()
@@ -97,9 +98,11 @@ def test_step_split_over_threads_changes_no_bit(dropout, d_out, monkeypatch):
                        torch.device("cpu")) if dropout else None
         before = torch.get_num_threads()
         torch.set_num_threads(threads)
+        calls.clear()
         try:
             loss = net.loss_and_grad(xb, yb, drop)
             assert net._step[2] is not None and net._step[2].most_threads == (1 if threads == 1 else RUNS)
+            assert calls == ([3] if threads == 3 and not dropout else [])
         finally:
             torch.set_num_threads(before)
         results.append((loss, net.grad.clone()))

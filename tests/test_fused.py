@@ -57,3 +57,24 @@ def test_plan_falls_back_without_kernel(monkeypatch):
     params = torch.zeros(4)
     assert FusedAdam.plan(params, params.clone(), params.clone(), torch.tensor(1e-3), None,
                           decoupled=False, betas=(0.9, 0.999), eps=1e-8) is None
+
+
+@needs_kernel
+def test_small_buffer_steps_on_one_thread_and_restores_the_thread_count(monkeypatch):
+    # claim: below SERIAL_MAX elements the kernel runs with torch at one thread (no OpenMP region
+    # whose workers would spin afterwards), the same numbers, and torch's thread count is restored
+    import condlab._fused as fused
+
+    seen = []
+    real = fused.FusedAdam._step
+    monkeypatch.setattr(fused.FusedAdam, "_step", lambda self, *a: seen.append(torch.get_num_threads())
+                        or real(self, *a))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        params, _ = _run("adam", True, torch.tensor(1e-2, dtype=torch.float64), None, steps=3)
+        assert seen == [1, 1, 1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    reference, _ = _run("adam", True, torch.tensor(1e-2, dtype=torch.float64), None, steps=3)
+    assert torch.equal(params, reference)

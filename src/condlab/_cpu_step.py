@@ -33,8 +33,10 @@ How the Fig. 3 step (R = 64, n = 80, m = 50; float64: ~40 % np.tanh) is laid out
   per thread, float64 counting ``F64_COST`` times float32: the Fig. 3 step in float64, not in
   float32), the runs are cut into contiguous ranges and each thread of condlab's pool makes the
   whole step for its range: one hand-off per step, not one per operation. Each run is computed
-  by the same calls whatever the range, so splitting changes no bit (tested). Dropout masks are
-  drawn before the split (torch's generators, in run order) and applied per range.
+  by the same calls whatever the range, so splitting changes no bit (tested). A step with
+  dropout is not split: torch's threads, drawing the masks, spin after their parallel regions
+  on the cores the pool would need. For the same reason the fused Adam step runs on one
+  thread for small buffers (condlab._fused.SERIAL_MAX).
 
 Measured (2-core machine shared with other jobs, load 2-4; whole 300-epoch trainings, this
 thread's CPU time, old and new interleaved, median of 12 pair ratios): 0.86x the previous
@@ -169,7 +171,9 @@ class OneLayerStep:
         masks = None
         if dropout is not None:   # drawn here, in run order, by the runs' torch generators
             masks = (_cpu.as_numpy(dropout.masks(0, self.like)), [q > 0 for q in dropout.q])
-        threads = min(torch.get_num_threads(), self.most_threads)
+        # with dropout, torch's own threads (the masks, the trainer's loss) spin after their
+        # parallel regions, on the cores the pool would need: no split
+        threads = min(torch.get_num_threads(), self.most_threads) if dropout is None else 1
         if threads <= 1:
             self._run(self.parts(1)[0], masks, loss)
         else:   # only with tanh: the activation's torch pass stays on this thread
