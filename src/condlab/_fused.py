@@ -11,7 +11,9 @@ The kernel is PyTorch's: its numerics are ``torch.optim.Adam(fused=True)``'s, wh
 with the default implementation up to rounding (tests/test_optim.py and tests/test_fused.py
 hold the trainer to 1e-9 of ``torch.optim`` in float64). Where the kernel is missing (torch
 older than 2.4, or a device or dtype it does not cover), ``FusedAdam.plan`` returns None and
-the optimizer keeps its plain tensor steps.
+the optimizer keeps its plain tensor steps. A buffer of at most ``SERIAL_MAX`` elements is
+stepped with torch at one thread (see there): at the sizes of the figures' batches an OpenMP
+region saves microseconds and leaves worker threads spinning on the other cores.
 """
 
 from __future__ import annotations
