@@ -16,7 +16,7 @@ a ratio is taken within one repetition and the median over repetitions is printe
 best times. Timings on a shared machine are noisy; the ratios are what to read.
 
     python benchmarks/bench_batched.py [--runs 64] [--epochs 1000] [--loop-runs 4] [--repeat 3]
-        [--threads 1,2] [--clock wall|cpu]
+        [--threads 1,2] [--clock wall|cpu] [--step-parallel-min N]
 
 ``--clock cpu`` times each contender by this thread's CPU time (``--threads 1`` only): on a
 machine shared with other work, wall-clock ratios swing by 2-10x, CPU-time ratios much less.
@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 import condlab
+from condlab import _cpu_step
 from condlab._data import make_dataset
 from condlab._models import Architecture, BatchedNet, init_weights
 from condlab._records import RunSpec
@@ -102,7 +103,12 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--clock", choices=sorted(_CLOCKS), default="wall",
                         help="cpu: this thread's CPU time, steadier on a busy machine (--threads 1 only)")
+    parser.add_argument("--step-parallel-min", type=int, default=None,
+                        help="override condlab._cpu_step.STEP_PARALLEL_MIN (work per thread above which the "
+                             "one-layer step is split over threads); 65536 splits the float32 Fig. 3 step")
     args = parser.parse_args()
+    if args.step_parallel_min is not None:
+        _cpu_step.STEP_PARALLEL_MIN = args.step_parallel_min
 
     cfg = condlab.preset("fig3")
     data = make_dataset(cfg.data)
