@@ -38,15 +38,14 @@ How the Fig. 3 step (R = 64, n = 80, m = 50; float64: ~40 % np.tanh) is laid out
   on the cores the pool would need. For the same reason the fused Adam step runs on one
   thread for small buffers (condlab._fused.SERIAL_MAX).
 
-Measured (2-core machine shared with other jobs, load 2-4; whole 300-epoch trainings, this
-thread's CPU time, old and new interleaved, median of 12 pair ratios): 0.86x the previous
-step's training time in float64, 0.95x in float32; ``benchmarks/bench_batched.py --repeat 5
---clock cpu --threads 1``: float64 30.3x the per-run loop (was 23.3x) and 3.87x batched
-autograd, float32 64.2x and 4.25x. At 2 threads the float64 step's slower half took 0.55x
-the one-thread step's CPU time (so ~1.7x faster on two idle cores; a busy core makes the
-hand-off wait, as for torch's own threads). Wall clock at load 4-6 (``--repeat 5``): float64
-28.1x the loop and 4.16x autograd at 1 thread, 24.5x and 2.99x at 2 threads; float32 86.4x /
-4.51x and 73.2x / 4.40x.
+Measured (2-core machine shared with other jobs, load 2-6): whole 300-epoch trainings, this
+thread's CPU time, old and new step interleaved, median of 12 pair ratios: 0.86x the previous
+step's training time in float64, 0.95x in float32. ``benchmarks/bench_batched.py --repeat 5
+--clock cpu --threads 1`` (two runs): float64 29.1-30.3x the per-run loop (was 23.3x) and
+3.1-3.9x batched autograd; float32 60-64x and 4.3x. At 2 threads the float64 step's slower
+half takes 0.55x the one-thread step's CPU time; wall clock (``--repeat 5``, load 2-5, so
+only indicative): float64 at 2 threads 0.67 s best against 0.94 s at 1 thread, 47x the loop
+and 4.8x batched autograd (whose OpenMP threads suffer more from a busy core).
 """
 
 from __future__ import annotations
