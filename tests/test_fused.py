@@ -78,3 +78,38 @@ def test_small_buffer_steps_on_one_thread_and_restores_the_thread_count(monkeypa
         torch.set_num_threads(before)
     reference, _ = _run("adam", True, torch.tensor(1e-2, dtype=torch.float64), None, steps=3)
     assert torch.equal(params, reference)
+
+
+@pytest.mark.parametrize("name", ["adam", "adamw", "gd"])
+def test_large_buffer_split_over_threads_changes_no_bit(monkeypatch, name):
+    # claim: above SERIAL_MAX the step is cut into one range per thread, each stepped on
+    # condlab's pool with torch at one thread; the update is elementwise, so 1 and 2 threads
+    # give the same bits, per-run segments (several lr values) and weight decay included
+    import condlab._fused as fused
+
+    seen = []
+    real = fused.torch_in_ranges
+    monkeypatch.setattr(fused, "SERIAL_MAX", 1000)
+    monkeypatch.setattr("condlab._optim.SERIAL_MAX", 1000)
+    monkeypatch.setattr(fused, "torch_in_ranges", lambda fn, size, split: seen.append(split) or
+                        real(fn, size, split))
+
+    def run(threads: int) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(1)
+        params = torch.randn(5000, generator=gen, dtype=torch.float64)
+        lr = torch.full_like(params, 1e-2)
+        lr[1700:3100] = 3e-3   # a second segment that straddles the middle of the buffer
+        opt = get_optimizer(name)(params, Hyper(lr=lr, weight_decay=torch.tensor(0.1, dtype=torch.float64)))
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            for k in range(5):
+                opt.step(torch.cos(params * (k + 1)))
+            assert torch.get_num_threads() == threads
+        finally:
+            torch.set_num_threads(before)
+        return params
+
+    assert torch.equal(run(2), run(1))
+    if name != "gd":
+        assert seen and all(split == 1000 for split in seen)

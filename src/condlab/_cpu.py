@@ -183,6 +183,29 @@ def _ranges(size: int, parts: int) -> list[slice]:
     return [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
+def torch_in_ranges(fn: Callable[[slice], object], size: int, split_min: int) -> None:
+    """fn(part) for `part` ranges covering range(size), torch on ONE thread throughout.
+
+    For torch's elementwise optimizer steps on a flat buffer. An OpenMP region of torch's
+    leaves libgomp's worker threads spinning on the cores that condlab's own pool needs for
+    the next step (the split and wide steps), so with several threads no region is opened:
+    below `split_min` elements one range on this thread, above it one range per thread on
+    condlab's pool. Every element is computed the same way, so the bits do not depend on it.
+    """
+    threads = torch.get_num_threads()
+    if threads == 1:
+        fn(slice(0, size))
+        return
+    torch.set_num_threads(1)
+    try:
+        if size <= split_min:
+            fn(slice(0, size))
+        else:
+            _in_parallel([partial(fn, part) for part in _ranges(size, threads)])
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _in_parallel(tasks: list[Callable[[], object]]) -> None:
     """Run the tasks on the pool, the first on the calling thread; return when all are done."""
     pool = _get_pool(len(tasks) - 1)

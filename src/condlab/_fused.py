@@ -11,25 +11,31 @@ The kernel is PyTorch's: its numerics are ``torch.optim.Adam(fused=True)``'s, wh
 with the default implementation up to rounding (tests/test_optim.py and tests/test_fused.py
 hold the trainer to 1e-9 of ``torch.optim`` in float64). Where the kernel is missing (torch
 older than 2.4, or a device or dtype it does not cover), ``FusedAdam.plan`` returns None and
-the optimizer keeps its plain tensor steps. A buffer of at most ``SERIAL_MAX`` elements is
-stepped with torch at one thread (see there): at the sizes of the figures' batches an OpenMP
-region saves microseconds and leaves worker threads spinning on the other cores.
+the optimizer keeps its plain tensor steps. On CPU the kernel never opens an OpenMP region: a
+buffer of at most ``SERIAL_MAX`` elements is stepped with torch at one thread, a larger one in
+one range per thread on condlab's pool (see there); an OpenMP region would leave torch's
+worker threads spinning on the cores condlab's own threads need next.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import torch
 
+from ._cpu import torch_in_ranges
+
 Segments = dict[tuple[float, float], list[tuple[int, int]]]
 
-# Up to this many elements the kernel runs on one thread. Its OpenMP region (every step, any
-# size) saves microseconds there, and afterwards torch's worker threads spin (libgomp) on the
-# other cores, which condlab's own pool needs next (the split CPU step, condlab._cpu_step):
-# measured at the Fig. 3 batch (22,464 float64 parameters), 2 threads, machine at load ~3:
-# 300 epochs took 2.0 s of wall time and 1.75 s of CPU time with the region, 0.40 s and
-# 0.35 s without it; the kernel alone: 34 us on one thread.
+# Up to this many elements the kernel runs on one thread; above, the buffer is cut into one
+# range per thread, each stepped on condlab's pool with torch at one thread
+# (condlab._cpu.torch_in_ranges). Either way no OpenMP region opens: after one, torch's worker
+# threads spin (libgomp) on the other cores, which condlab's own pool needs next (the split
+# CPU step, condlab._cpu_step; the wide step, condlab._wide_step). Measured at the Fig. 3
+# batch (22,464 float64 parameters), 2 threads, machine at load ~3: 300 epochs took 2.0 s of
+# wall time and 1.75 s of CPU time with the region, 0.40 s and 0.35 s without it; the kernel
+# alone: 34 us on one thread.
 SERIAL_MAX = 1 << 18
 
 
@@ -55,10 +61,10 @@ class FusedAdam:
                  exp_avg_sq: torch.Tensor, betas: tuple[float, float], eps: float):
         self.kernel, self.betas, self.eps = kernel, betas, eps
         self.step_tensor = torch.zeros((), dtype=torch.float32, device=params.device)
-        self._grads: tuple[torch.Tensor | None, list[list[torch.Tensor]]] = (None, [])
-        buffers = (params, exp_avg, exp_avg_sq)
-        self.groups = [(lr, wd, ranges, [[buf[s:e] for s, e in ranges] for buf in buffers])
-                       for (lr, wd), ranges in groups.items()]
+        self.params, self.exp_avg, self.exp_avg_sq = params, exp_avg, exp_avg_sq
+        self.groups = [(lr, wd, ranges) for (lr, wd), ranges in groups.items()]
+        self._grad: torch.Tensor | None = None
+        self._cache: dict[tuple[int, int], list] = {}
 
     @classmethod
     def plan(cls, params: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor,
@@ -88,22 +94,29 @@ class FusedAdam:
 
     def step(self, grad: torch.Tensor, step_count: int) -> None:
         """Update params and both moments in place from `grad` (laid out like params)."""
-        threads = torch.get_num_threads()
-        if threads == 1 or grad.numel() > SERIAL_MAX or grad.device.type != "cpu":
-            self._step(grad, step_count)
-            return
-        torch.set_num_threads(1)   # a small buffer: no OpenMP region (see SERIAL_MAX)
-        try:
-            self._step(grad, step_count)
-        finally:
-            torch.set_num_threads(threads)
-
-    def _step(self, grad: torch.Tensor, step_count: int) -> None:
         self.step_tensor.fill_(step_count)
-        if self._grads[0] is not grad:  # views of the gradient, made once per gradient buffer
-            self._grads = (grad, [[grad[s:e] for s, e in ranges] for _, _, ranges, _ in self.groups])
-        for (lr, wd, _, (params, exp_avg, exp_avg_sq)), grads in zip(self.groups, self._grads[1],
-                                                                      strict=True):
+        if grad.device.type != "cpu":
+            self._step(grad, slice(0, grad.numel()))
+        else:   # torch on one thread; a large buffer in ranges on condlab's pool (see SERIAL_MAX)
+            torch_in_ranges(partial(self._step, grad), grad.numel(), SERIAL_MAX)
+
+    def _step(self, grad: torch.Tensor, part: slice) -> None:
+        for lr, wd, (params, grads, exp_avg, exp_avg_sq) in self._views(grad, part):
             self.kernel(params, grads, exp_avg, exp_avg_sq, [], [self.step_tensor] * len(params),
                         amsgrad=False, lr=lr, beta1=self.betas[0], beta2=self.betas[1], weight_decay=wd,
                         eps=self.eps, maximize=False, grad_scale=None, found_inf=None)
+
+    def _views(self, grad: torch.Tensor, part: slice) -> list:
+        """Per (lr, weight decay) group: views of params, grad and both moments on its segments
+        inside `part`; made once per gradient buffer and part (the trainer passes the same ones)."""
+        key = (part.start, part.stop)
+        if self._grad is not grad:
+            self._grad, self._cache = grad, {}
+        if key not in self._cache:
+            buffers = (self.params, grad, self.exp_avg, self.exp_avg_sq)
+            self._cache[key] = [
+                (lr, wd, [[buf[s:e] for s, e in cut] for buf in buffers])
+                for lr, wd, ranges in self.groups
+                if (cut := [(max(s, part.start), min(e, part.stop)) for s, e in ranges
+                            if max(s, part.start) < min(e, part.stop)])]
+        return self._cache[key]

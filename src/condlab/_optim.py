@@ -21,11 +21,13 @@ A new optimizer is one subclass with a ``name``, decorated with ``@register_opti
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import ClassVar
 
 import torch
 
-from ._fused import FusedAdam
+from ._cpu import torch_in_ranges
+from ._fused import SERIAL_MAX, FusedAdam
 
 OPTIMIZERS: dict[str, type[Optimizer]] = {}
 
@@ -201,7 +203,21 @@ class GD(Optimizer):
 
     def step(self, grad: torch.Tensor) -> None:
         self.step_count += 1
-        self.params.addcmul_(self._decay(grad), self.lr, value=-1)
+        if grad.device.type != "cpu":
+            self.params.addcmul_(self._decay(grad), self.lr, value=-1)
+        else:   # no OpenMP region, large buffers in ranges on condlab's pool (as FusedAdam)
+            torch_in_ranges(partial(self._step, grad), grad.numel(), SERIAL_MAX)
+
+    def _step(self, grad: torch.Tensor, part: slice) -> None:
+        grad, params = grad[part], self.params[part]
+        if self.weight_decay is not None:
+            grad.addcmul_(params, _part(self.weight_decay, part))
+        params.addcmul_(grad, _part(self.lr, part), value=-1)
+
+
+def _part(values: torch.Tensor, part: slice) -> torch.Tensor:
+    """The elements of a per-element hyper-parameter in `part` (a scalar tensor: itself)."""
+    return values if values.dim() == 0 or values.numel() == 1 else values[part]
 
 
 def _nonzero(values: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor | None:
