@@ -192,39 +192,57 @@ def _type_hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)  # slow (ms per call), and a sweep builds thousands of configs
 
 
+@functools.cache
+def _fields(cls: type) -> tuple[tuple[str, Any, bool], ...]:
+    """(name, type hint, is a section) of each field, once per class: a sweep builds many configs."""
+    hints = _type_hints(cls)
+    return tuple((f.name, hints[f.name], dataclasses.is_dataclass(hints[f.name]))
+                 for f in dataclasses.fields(cls))
+
+
 def _build(cls: type, raw: Any, prefix: str) -> Any:
     if not isinstance(raw, dict):
         raise ConfigError(f"'{prefix or 'config'}' must be a mapping, got {raw!r}")
-    hints = _type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(raw) - set(names))
-    if unknown:
+    fields = _fields(cls)
+    if not raw.keys() <= {name for name, _, _ in fields}:
+        names = [name for name, _, _ in fields]
+        unknown = sorted(set(raw) - set(names))
         where = prefix.rstrip(".") or "the config"
         raise ConfigError(f"unknown key '{prefix}{unknown[0]}': {where} has keys {', '.join(names)}")
     kwargs = {}
-    for name in names:
+    for name, hint, section in fields:
         if name not in raw:
             continue
-        hint = hints[name]
-        if dataclasses.is_dataclass(hint):
+        if section:
             kwargs[name] = _build(hint, raw[name], prefix=f"{prefix}{name}.")
         else:
             kwargs[name] = _coerce(raw[name], hint, f"{prefix}{name}")
     return cls(**kwargs)
 
 
+@functools.cache
+def _hint_parts(hint: Any) -> tuple[Any, tuple[Any, ...]]:
+    return typing.get_origin(hint), typing.get_args(hint)
+
+
+_PLAIN = (int, str, bool)
+
+
 def _coerce(value: Any, hint: Any, key: str) -> Any:
     """Convert a YAML/JSON value to the annotated type, or raise a one-line ConfigError."""
-    origin = typing.get_origin(hint)
+    kind = type(value)
+    if kind is hint and (kind in _PLAIN or (kind is float and math.isfinite(value))):
+        return value  # already what the tree holds: the common case (a sweep builds many configs)
+    origin, args = _hint_parts(hint)
     if origin in (typing.Union, types.UnionType):
-        for option in typing.get_args(hint):
+        for option in args:
             try:
                 return _coerce(value, option, key)
             except ConfigError:
                 continue
         raise ConfigError(f"{key}={value!r} is not accepted: expected {_describe(hint)}")
     if origin is list:
-        (item,) = typing.get_args(hint)
+        (item,) = args
         values = value if isinstance(value, list | tuple) else [value]
         if isinstance(value, str) and item is not str:
             values = [v for v in value.replace(",", " ").split()]

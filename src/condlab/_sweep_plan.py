@@ -114,8 +114,14 @@ def run_hash(config: dict[str, Any], task: str = "") -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:HASH_CHARS]
 
 
-def make_plan(raw: dict[str, Any], base_dir: Path = Path(".")) -> Plan:
-    """Resolve a spec mapping into runs (checked against the config tree) and batches."""
+def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, grouped: bool = True) -> Plan:
+    """Resolve a spec mapping into runs (checked against the config tree) and batches.
+
+    `grouped` resolves points that differ only in batchable keys from one config (the same
+    runs and hashes, see ``_sweep_resolve``); False resolves every point on its own.
+    """
+    from ._sweep_resolve import Groups
+
     unknown = sorted(set(raw) - set(SPEC_KEYS))
     if unknown:
         raise ConfigError(f"unknown sweep key '{unknown[0]}': a spec has keys {', '.join(SPEC_KEYS)}")
@@ -128,17 +134,23 @@ def make_plan(raw: dict[str, Any], base_dir: Path = Path(".")) -> Plan:
     task = _task(raw.get("task"))
     runs: dict[str, PlannedRun] = {}
     duplicates = 0
+    groups = Groups(BATCHED_KEYS, UNHASHED_KEYS, task, HASH_VERSION, HASH_CHARS)
+    alone: list[dict[str, Any]] = []  # configs of the runs resolved outside any group
     for point in itertools.product(*axes):
         raw_cfg = _clone(base)
         for key, value in (kv for part in point for kv in part.items()):
             _assign(raw_cfg, key, value)
-        for single in _single_runs(Config.from_dict(raw_cfg).to_dict()):
-            h = run_hash(single, task)
+        found = groups.singles(raw_cfg) if grouped else None
+        if found is None:
+            found = [(single, run_hash(single, task), _batch_key(single))
+                     for single in _single_runs(Config.from_dict(raw_cfg).to_dict())]
+            alone += [single for single, _, _ in found]
+        for single, h, batch in found:
             if h in runs:
                 duplicates += 1
                 continue
-            runs[h] = PlannedRun(h, _batch_key(single), {}, single)
-    columns = _columns(axis_keys, list(runs.values()))
+            runs[h] = PlannedRun(h, batch, {}, single)
+    columns = _columns(axis_keys, list(runs.values()), groups.shared_configs() + alone)
     planned = [PlannedRun(r.hash, r.batch, {c: _setting(r.config, c) for c in columns}, r.config)
                for r in runs.values()]
     batches: dict[str, list[str]] = {}
@@ -275,10 +287,17 @@ def _batch_key(single: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(shared).encode()).hexdigest()[:HASH_CHARS]
 
 
-def _columns(axis_keys: list[str], runs: list[PlannedRun]) -> list[str]:
-    """Swept keys in spec order, then any other key that differs between runs; seeds always."""
-    varying = [k for k in _flat_keys(runs[0].config) if len({canonical_json(_get(r.config, k))
-                                                             for r in runs}) > 1] if runs else []
+def _columns(axis_keys: list[str], runs: list[PlannedRun], shared: list[dict[str, Any]]) -> list[str]:
+    """Swept keys in spec order, then any other key that differs between runs; seeds always.
+
+    `shared`: configs that hold every run's non-batchable values (the groups' configs), so that
+    only the batchable keys are compared run by run.
+    """
+    def differs(key: str) -> bool:
+        configs = [r.config for r in runs] if key in BATCHED_KEYS else shared
+        return len({canonical_json(_get(c, key)) for c in configs}) > 1
+
+    varying = [k for k in _flat_keys(runs[0].config) if differs(k)] if runs else []
     keys = list(dict.fromkeys(axis_keys + [k for k in varying if k != "name"]))
     keys = [k for k in keys if k != "train.seeds"]
     return keys + ["seed"]
