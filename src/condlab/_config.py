@@ -123,7 +123,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return _as_dict(self)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -198,6 +198,27 @@ def _fields(cls: type) -> tuple[tuple[str, Any, bool], ...]:
     hints = _type_hints(cls)
     return tuple((f.name, hints[f.name], dataclasses.is_dataclass(hints[f.name]))
                  for f in dataclasses.fields(cls))
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    """dataclasses.asdict(obj) for a config tree (sections, scalars, lists of scalars), without
+    its generic deep copy: a sweep writes one config per run."""
+    out = {}
+    for name, hint, section in _fields(type(obj)):
+        value = getattr(obj, name)
+        kind = type(value)
+        if kind in _SCALARS:
+            out[name] = value
+        elif section and kind is hint:
+            out[name] = _as_dict(value)
+        elif kind is list and all(type(v) in _SCALARS for v in value):
+            out[name] = list(value)
+        else:
+            return dataclasses.asdict(obj)  # something a validated config does not hold
+    return out
 
 
 def _build(cls: type, raw: Any, prefix: str) -> Any:

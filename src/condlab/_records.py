@@ -26,6 +26,7 @@ runs under their names and ``.partial`` directories, which ``load_run`` refuses.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import shutil
@@ -39,6 +40,7 @@ import numpy as np
 import torch
 
 from ._config import Config, ConfigError
+from ._fastwrite import json_indent2, loss_csv, npy_parts
 from ._io import durable, fsync_path
 from ._models import Architecture, FCNet
 
@@ -180,12 +182,12 @@ def write_run(run: Run, path: Path) -> Path:
 
 def write_runs(runs: Sequence[Run], paths: Sequence[Path]) -> list[Path]:
     """Write run directories: all assembled as .partial, put on disk once, then renamed."""
-    partials, files = [], []
+    partials, files, npz_cache = [], [], {}
     for run, path in zip(runs, paths, strict=True):
         partial = path.with_name(path.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
-        files += _write_contents(run, partial)
+        files += _write_contents(run, partial, npz_cache)
         partials.append(partial)
     dirs = [d for p in partials for d in (p, p / "snapshots", p / "snapshots" / "full") if d.is_dir()]
     durable(files, dirs)
@@ -199,17 +201,19 @@ def write_runs(runs: Sequence[Run], paths: Sequence[Path]) -> list[Path]:
     return list(paths)
 
 
-def _write_contents(run: Run, d: Path) -> list[Path]:
-    """Every file of a run directory into `d`; returns the paths (not yet synced)."""
-    lines = "\n".join(f"{e},{v:.17g}" for e, v in enumerate(run.loss.tolist()))
-    written = [_write(d / "config.json", json.dumps(run.config.to_dict(), indent=2).encode()),
-               _write(d / "loss.csv", f"epoch,loss\n{lines}\n".encode()),
-               _save(d / "data.npz", lambda fh: np.savez(fh, x=run.x, y=run.y))]
+def _write_contents(run: Run, d: Path, npz_cache: dict | None = None) -> list[Path]:
+    """Every file of a run directory into `d`; returns the paths (not yet synced).
+
+    `npz_cache` (of one write_runs call) keeps data.npz's bytes for runs that share x and y.
+    """
+    written = [_write(d / "config.json", json_indent2(run.config.to_dict()).encode()),
+               _write(d / "loss.csv", loss_csv(run.loss)),
+               _write(d / "data.npz", _npz_bytes(run.x, run.y, {} if npz_cache is None else npz_cache))]
     snap = d / "snapshots"
     snap.mkdir()
     written += _save_layers(snap, run.epochs, run.weights)
     if run.neurons is not None:
-        written.append(_save(snap / "neurons.npy", lambda fh: np.save(fh, run.neurons)))
+        written.append(_save_npy(snap / "neurons.npy", run.neurons))
         (snap / "full").mkdir()
         written += _save_layers(snap / "full", run.full_epochs, run.full_weights)
     meta = {
@@ -221,20 +225,47 @@ def _write_contents(run: Run, d: Path) -> list[Path]:
         "full_snapshot_epochs": np.asarray(run.full_epochs).tolist(),
         **run.meta,
     }
-    written.append(_write(d / "meta.json", (json.dumps(meta, indent=2, default=_plain) + "\n").encode()))
+    written.append(_write(d / "meta.json", (json_indent2(meta, _plain) + "\n").encode()))
     return written
 
 
+def _npz_bytes(x: np.ndarray, y: np.ndarray, cache: dict) -> bytes:
+    """np.savez(x=x, y=y) as bytes, made once for the runs of a batch (they share the arrays)."""
+    key = (id(x), id(y))
+    if key not in cache:
+        buf = io.BytesIO()
+        np.savez(buf, x=x, y=y)
+        cache[key] = (x, y, buf.getvalue())  # x and y kept alive: their ids stay theirs
+    return cache[key][2]
+
+
 def _save_layers(d: Path, epochs: np.ndarray, weights: Mapping[str, np.ndarray]) -> list[Path]:
-    out = [_save(d / "epochs.npy", lambda fh: np.save(fh, np.asarray(epochs, dtype=np.int64)))]
+    out = [_save_npy(d / "epochs.npy", np.asarray(epochs, dtype=np.int64))]
     for name, array in weights.items():
-        out.append(_save(d / f"{name}.npy", lambda fh, a=array: np.save(fh, a)))
+        out.append(_save_npy(d / f"{name}.npy", array))
     return out
 
 
-def _write(path: Path, data: bytes) -> Path:
-    with open(path, "wb") as fh:
-        fh.write(data)
+def _save_npy(path: Path, array: np.ndarray) -> Path:
+    """np.save(path, array): the same bytes, written with one system call where possible."""
+    parts = npy_parts(array)
+    if parts is None:
+        return _save(path, lambda fh: np.save(fh, array))
+    return _write(path, *parts)
+
+
+def _write(path: Path, *chunks: bytes | memoryview) -> Path:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        pending = [memoryview(c) for c in chunks]
+        while pending:  # writev writes everything to a regular file, but may be cut short
+            done = os.writev(fd, pending)
+            while pending and done >= len(pending[0]):
+                done -= len(pending.pop(0))
+            if pending and done:
+                pending[0] = pending[0][done:]
+    finally:
+        os.close(fd)
     return path
 
 

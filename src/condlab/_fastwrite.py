@@ -1,0 +1,117 @@
+"""The bytes of a run record's files, computed with less Python per run than the stock writers.
+
+Each function returns exactly what the stock call returns (tests compare them byte for byte):
+
+* ``json_indent2(obj, default)`` == ``json.dumps(obj, indent=2, default=default)``: Python 3.11's
+  json writes indented output with its pure-Python, generator-based encoder (its C encoder
+  does not indent); a recursive join over dicts, lists and scalars is several times faster;
+* ``loss_csv(loss)`` == the ``epoch,loss`` table with ``f"{v:.17g}"`` per value: one ``%``
+  formatting of a format string built once per length, in C, instead of one f-string per epoch;
+* ``npy_parts(array)`` == the bytes of ``np.save(fh, array)`` as (header, data): the header is
+  made once per dtype and shape (``np.save`` builds, checks and pads it on every call).
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+from collections.abc import Callable
+from json.encoder import encode_basestring_ascii
+from typing import Any
+
+import numpy as np
+
+_INF = float("inf")
+
+
+class _Unusual(Exception):
+    """Something the fast encoder leaves to json.dumps (non-string keys, circular data)."""
+
+
+def json_indent2(obj: Any, default: Callable[[Any], Any] | None = None) -> str:
+    """``json.dumps(obj, indent=2, default=default)``, the same string, built faster."""
+    import json
+
+    try:
+        return _value(obj, "\n", default, 0)
+    except (_Unusual, RecursionError):
+        return json.dumps(obj, indent=2, default=default)
+
+
+def _float(value: float) -> str:
+    if value != value:
+        return "NaN"
+    if value == _INF:
+        return "Infinity"
+    if value == -_INF:
+        return "-Infinity"
+    return float.__repr__(value)
+
+
+def _value(o: Any, newline: str, default: Callable[[Any], Any] | None, depth: int) -> str:
+    # the order of json.encoder._make_iterencode's checks: str, None, True, False, int, float,
+    # list/tuple, dict, then default()
+    if isinstance(o, str):
+        return encode_basestring_ascii(o)
+    if o is None:
+        return "null"
+    if o is True:
+        return "true"
+    if o is False:
+        return "false"
+    if isinstance(o, int):
+        return int.__repr__(o)
+    if isinstance(o, float):
+        return _float(o)
+    if depth > 100:
+        raise _Unusual  # deep or circular: json.dumps decides
+    inner = newline + "  "
+    if isinstance(o, list | tuple):
+        if not o:
+            return "[]"
+        items = [_value(v, inner, default, depth + 1) for v in o]
+        return "[" + inner + ("," + inner).join(items) + newline + "]"
+    if isinstance(o, dict):
+        if not o:
+            return "{}"
+        items = []
+        for k, v in o.items():
+            if not isinstance(k, str):
+                raise _Unusual
+            items.append(encode_basestring_ascii(k) + ": " + _value(v, inner, default, depth + 1))
+        return "{" + inner + ("," + inner).join(items) + newline + "}"
+    if default is None:
+        raise _Unusual  # json.dumps raises its own TypeError
+    return _value(default(o), newline, default, depth + 1)
+
+
+@functools.lru_cache(maxsize=16)
+def _loss_format(epochs: int) -> str:
+    return "epoch,loss\n" + "".join([f"{e},%.17g\n" for e in range(epochs)])
+
+
+def loss_csv(loss: np.ndarray) -> bytes:
+    """loss.csv: ``epoch,loss`` then ``e,v`` per epoch, v as ``f"{v:.17g}"``."""
+    values = np.asarray(loss, dtype=np.float64).tolist()
+    if not values:
+        return b"epoch,loss\n\n"
+    # '%.17g' and format(v, '.17g') are the same C routine (tested, specials included)
+    return (_loss_format(len(values)) % tuple(values)).encode()
+
+
+@functools.lru_cache(maxsize=64)
+def _npy_header(descr: str, shape: tuple[int, ...]) -> bytes:
+    """What np.save writes before the data of a C-ordered array of this dtype and shape: the
+    version 1.0 header, which np.save picks for every header that fits it (ours do; tested)."""
+    buf = io.BytesIO()
+    header = np.lib.format.header_data_from_array_1_0(np.empty((0,), np.dtype(descr)))
+    np.lib.format.write_array_header_1_0(buf, {**header, "shape": shape})
+    return buf.getvalue()
+
+
+def npy_parts(array: np.ndarray) -> tuple[bytes, memoryview] | None:
+    """(header, data) of ``np.save(fh, array)``; None where np.save should write it itself."""
+    if not array.flags.c_contiguous or array.dtype.kind not in "biufc" or array.size == 0 \
+            or array.dtype.fields is not None or not array.dtype.isnative:
+        return None
+    return _npy_header(array.dtype.str, tuple(array.shape)), memoryview(array).cast("B")
