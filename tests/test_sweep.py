@@ -203,6 +203,24 @@ def test_a_failing_batch_is_reported_and_the_others_are_kept(tmp_path):
     assert (result.trained, result.failed) == (1, 1)
     assert [r["status"] for r in result.rows] == ["complete", "failed"]
     assert "does not exist" in result.rows[1]["error"]
+    assert not list((tmp_path / "out" / "runs").glob("*.partial"))  # made while training, removed
+
+
+def test_an_interrupted_batch_leaves_no_run_directories(tmp_path, monkeypatch):
+    import condlab._sweep_run as sweep_run
+
+    real = sweep_run.train_part
+
+    def interrupted(batch, progress=False):
+        result = real(batch, progress)
+        for run in result.runs:
+            run.status = "interrupted"
+        return result
+
+    monkeypatch.setattr(sweep_run, "train_part", interrupted)
+    result = condlab.sweep(dict(TINY, grid={"model.width": [8]}), out=tmp_path, progress=False)
+    assert result.interrupted and result.trained == 0
+    assert not list((tmp_path / "runs").iterdir())
 
 
 def test_dry_run_writes_nothing(tmp_path):

@@ -180,13 +180,27 @@ def write_run(run: Run, path: Path) -> Path:
     return write_runs([run], [Path(path)])[0]
 
 
-def write_runs(runs: Sequence[Run], paths: Sequence[Path]) -> list[Path]:
-    """Write run directories: all assembled as .partial, put on disk once, then renamed."""
+def prepare_runs(paths: Sequence[Path]) -> None:
+    """Make the empty ``NAME.partial/snapshots`` directories that ``write_runs(..., prepared=True)``
+    fills: a sweep makes them while the batch trains (creating directories is file-system
+    work that need not wait for the training)."""
+    for path in paths:
+        partial = path.with_name(path.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        (partial / "snapshots").mkdir(parents=True)
+
+
+def write_runs(runs: Sequence[Run], paths: Sequence[Path], prepared: bool = False) -> list[Path]:
+    """Write run directories: all assembled as .partial, put on disk once, then renamed.
+
+    `prepared`: the empty directories of ``prepare_runs(paths)`` are there to be filled.
+    """
     partials, files, npz_cache = [], [], {}
     for run, path in zip(runs, paths, strict=True):
         partial = path.with_name(path.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
+        if not prepared:
+            shutil.rmtree(partial, ignore_errors=True)
+            (partial / "snapshots").mkdir(parents=True)
         files += _write_contents(run, partial, npz_cache)
         partials.append(partial)
     dirs = [d for p in partials for d in (p, p / "snapshots", p / "snapshots" / "full") if d.is_dir()]
@@ -209,8 +223,7 @@ def _write_contents(run: Run, d: Path, npz_cache: dict | None = None) -> list[Pa
     written = [_write(d / "config.json", json_indent2(run.config.to_dict()).encode()),
                _write(d / "loss.csv", loss_csv(run.loss)),
                _write(d / "data.npz", _npz_bytes(run.x, run.y, {} if npz_cache is None else npz_cache))]
-    snap = d / "snapshots"
-    snap.mkdir()
+    snap = d / "snapshots"  # made by the caller
     written += _save_layers(snap, run.epochs, run.weights)
     if run.neurons is not None:
         written.append(_save_npy(snap / "neurons.npy", run.neurons))

@@ -96,7 +96,25 @@ def train_part(batch: Batch, progress: Any = False):
     return train(Config.from_dict(batch.config), runs=specs, progress=progress)
 
 
-def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS) -> BatchDone:
+def prepare_part(batch: Batch, runs_dir: str) -> None:
+    """Make the batch's empty run directories (``_records.prepare_runs``) while it trains."""
+    from ._records import prepare_runs
+
+    if not batch.task:
+        prepare_runs([Path(runs_dir) / h for h, _ in batch.runs])
+
+
+def discard_part(batch: Batch, runs_dir: str) -> None:
+    """Remove what prepare_part made for a batch that writes nothing (failed, interrupted)."""
+    import shutil
+
+    if not batch.task:
+        for h, _ in batch.runs:
+            shutil.rmtree(Path(runs_dir) / f"{h}.partial", ignore_errors=True)
+
+
+def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
+               prepared: bool = False) -> BatchDone:
     """Measure each run of a trained batch and write it to runs_dir/<hash>.
 
     The measurements (Python, holding the GIL) run here, CHUNK_RUNS runs at a time; each
@@ -104,12 +122,15 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS) -> B
     (creating files is kernel work, without the GIL). One ``write_runs`` per chunk: its runs
     are put on disk with one syncfs and one directory fsync, not one each per run.
     ``workers=0`` writes in the calling thread instead (for profiling: cProfile sees one thread).
+    `prepared`: ``prepare_part`` made the run directories (an interrupted batch removes them).
     """
     from ._records import write_runs
 
     if batch.task:
         return _task(batch.task).write_part(batch, result, runs_dir)
     if any(run.status == "interrupted" for run in result.runs):
+        if prepared:
+            discard_part(batch, runs_dir)
         return BatchDone(batch.key, {}, result.seconds, interrupted=True)  # nothing written
     items = list(zip(batch.runs, result.runs, strict=True))
     rows: dict[str, dict[str, Any]] = {}
@@ -123,7 +144,7 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS) -> B
                 run.meta["sweep"] = {"hash": h, "batch": batch.key, "summary": row}
                 rows[h] = {"status": run.status, **row}
             writes.append(submit(write_runs, [run for _, run in chunk],
-                                 [Path(runs_dir) / h for (h, _), _ in chunk]))
+                                 [Path(runs_dir) / h for (h, _), _ in chunk], prepared))
         for done in writes:
             done.result()  # a failed write fails the batch (its runs are trained again)
     return BatchDone(batch.key, rows, result.seconds)
@@ -179,23 +200,33 @@ class _EpochCounter:
             self.bar.update(n * self.step)
 
 
+def _write_prepared(batch: Batch, result, runs_dir: str, prepared: Future) -> BatchDone:
+    """write_part into the directories that `prepared` (prepare_part, run before on this
+    thread) made; if making them failed, write_part makes them itself."""
+    return write_part(batch, result, runs_dir, prepared=prepared.exception() is None)
+
+
 class LocalExecutor:
     """Batches one after the other in this process (the default; needs nothing set up)."""
 
     name = "local"
 
     def run(self, batches: list[Batch], runs_dir: Path, bar: Any, on_done: OnDone) -> None:
-        """Train batch k+1 while a background thread measures and writes batch k."""
+        """Train batch k+1 while a background thread measures and writes batch k (and then
+        makes batch k+1's run directories)."""
         with ThreadPoolExecutor(max_workers=1) as writer:
             writing: list[tuple[Batch, Future]] = []
             for batch in batches:
                 counter = _EpochCounter(bar, batch.cost / max(batch.epochs, 1))
+                prepared = writer.submit(prepare_part, batch, str(runs_dir))
                 try:
                     result = train_part(batch, progress=counter)
                 except Exception as err:  # a broken batch must not stop the others
+                    writer.submit(discard_part, batch, str(runs_dir))
                     on_done(batch, BatchDone(batch.key, {}, error=f"{type(err).__name__}: {err}"))
                     continue
-                writing.append((batch, writer.submit(write_part, batch, result, str(runs_dir))))
+                writing.append((batch, writer.submit(_write_prepared, batch, result, str(runs_dir),
+                                                     prepared)))
                 while writing and writing[0][1].done():
                     self._report(*writing.pop(0), on_done)
                 if any(run.status == "interrupted" for run in result.runs):
