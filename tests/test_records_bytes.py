@@ -91,6 +91,28 @@ def test_written_runs_equal_the_reference_writer_byte_for_byte(tmp_path, thinned
         assert_same_tree(tmp_path / "fast" / f"r{i}", tmp_path / "ref" / f"r{i}")
 
 
+@pytest.mark.parametrize("tools", [True, False])
+def test_runs_written_into_prepared_directories_equal_the_reference(tmp_path, monkeypatch, tools):
+    """A sweep makes the directories and empty files while a batch trains (prepare_runs, with
+    mkdir and touch or in this process); a prepared file the run does not have is removed, a
+    file not prepared is made."""
+    from condlab import _records
+    from condlab._records import prepare_runs, record_files
+
+    if not tools:
+        monkeypatch.setattr(_records, "_tool", lambda command, args: False)
+
+    result = condlab.train(dict(BATCH, train=dict(BATCH["train"], snapshot_neurons=0)), progress=False)
+    paths = [tmp_path / "fast" / f"r{i}" for i in range(len(result))]
+    files = [f for f in record_files(["layer1", "layer2", "output"]) if f != "loss.csv"]
+    prepare_runs(paths, files)
+    write_runs(result.runs, paths, prepared=files)
+    for i, run in enumerate(result):
+        reference_write(run, tmp_path / "ref" / f"r{i}")
+        assert_same_tree(paths[i], tmp_path / "ref" / f"r{i}")
+    assert not list((tmp_path / "fast").glob("*.partial"))
+
+
 AWKWARD = [
     {}, [], {"a": [], "b": {}, "c": [[]], "d": [{}]}, "é\u2028\"\\\n\t", 0.1, 1e-300, 1e300, -0.0, 5e-324,
     float("nan"), float("inf"), -float("inf"), True, False, None, 2**70, -3,

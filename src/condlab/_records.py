@@ -180,28 +180,63 @@ def write_run(run: Run, path: Path) -> Path:
     return write_runs([run], [Path(path)])[0]
 
 
-def prepare_runs(paths: Sequence[Path]) -> None:
-    """Make the empty ``NAME.partial/snapshots`` directories that ``write_runs(..., prepared=True)``
-    fills: a sweep makes them while the batch trains (creating directories is file-system
-    work that need not wait for the training)."""
-    for path in paths:
-        partial = path.with_name(path.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        (partial / "snapshots").mkdir(parents=True)
+def record_files(layers: Sequence[str]) -> list[str]:
+    """The files of an unthinned run directory with these snapshot layers, relative to it."""
+    return ["config.json", "loss.csv", "data.npz", "snapshots/epochs.npy",
+            *(f"snapshots/{name}.npy" for name in layers), "meta.json"]
 
 
-def write_runs(runs: Sequence[Run], paths: Sequence[Path], prepared: bool = False) -> list[Path]:
+def prepare_runs(paths: Sequence[Path], files: Sequence[str] = ()) -> None:
+    """Make each ``NAME.partial/snapshots`` directory and the empty `files` in it, for
+    ``write_runs(..., prepared=files)`` to fill: a sweep makes them while the batch trains, as
+    creating files and directories is file-system work that need not wait for the training
+    (writing into an empty file costs a fraction of creating one)."""
+    partials = [path.with_name(path.name + ".partial") for path in paths]
+    dirs = [str(p / "snapshots") for p in partials]
+    made = [str(p / name) for p in partials for name in files]
+    steps = [(["rm", "-rf", "--"], [str(p) for p in partials]), (["mkdir", "-p", "--"], dirs),
+             (["touch", "--"], made)]
+    if not all(_tool(command, args) for command, args in steps):
+        for partial in partials:
+            shutil.rmtree(partial, ignore_errors=True)
+        for d in dirs:
+            os.makedirs(d)
+        for name in made:
+            os.close(os.open(name, os.O_WRONLY | os.O_CREAT, 0o666))
+
+
+def _tool(command: list[str], paths: list[str], per_call: int = 2000) -> bool:
+    """Run mkdir or touch over `paths` in a child process: the file system work of thousands of
+    files then never takes this process's GIL, which the training thread needs meanwhile
+    (every system call made here would hand the GIL back and forth). False: not available."""
+    import subprocess
+
+    for start in range(0, len(paths), per_call):
+        try:
+            done = subprocess.run([*command, *paths[start:start + per_call]], capture_output=True)
+        except OSError:
+            return False
+        if done.returncode != 0:
+            return False
+    return True
+
+
+def write_runs(runs: Sequence[Run], paths: Sequence[Path],
+               prepared: Sequence[str] | None = None) -> list[Path]:
     """Write run directories: all assembled as .partial, put on disk once, then renamed.
 
-    `prepared`: the empty directories of ``prepare_runs(paths)`` are there to be filled.
+    `prepared`: ``prepare_runs(paths, prepared)`` made the directories and these empty files.
     """
     partials, files, npz_cache = [], [], {}
     for run, path in zip(runs, paths, strict=True):
         partial = path.with_name(path.name + ".partial")
-        if not prepared:
+        if prepared is None:
             shutil.rmtree(partial, ignore_errors=True)
             (partial / "snapshots").mkdir(parents=True)
-        files += _write_contents(run, partial, npz_cache)
+        written = _write_contents(run, partial, npz_cache, fresh=prepared is None)
+        if prepared is not None:
+            _drop_unwritten(partial, prepared, written)
+        files += written
         partials.append(partial)
     dirs = [d for p in partials for d in (p, p / "snapshots", p / "snapshots" / "full") if d.is_dir()]
     durable(files, dirs)
@@ -215,20 +250,30 @@ def write_runs(runs: Sequence[Run], paths: Sequence[Path], prepared: bool = Fals
     return list(paths)
 
 
-def _write_contents(run: Run, d: Path, npz_cache: dict | None = None) -> list[Path]:
-    """Every file of a run directory into `d`; returns the paths (not yet synced).
+def _drop_unwritten(partial: Path, prepared: Sequence[str], written: list[Path]) -> None:
+    """Remove prepared files that this run has not (its layers differ): never an empty stray."""
+    done = {str(p) for p in written}
+    for name in prepared:
+        if str(partial / name) not in done:
+            (partial / name).unlink(missing_ok=True)
+
+
+def _write_contents(run: Run, d: Path, npz_cache: dict | None = None, fresh: bool = True) -> list[Path]:
+    """Every file of a run directory into `d` (its snapshots/ made by the caller); returns the
+    paths (not yet synced). `fresh`: files there may hold older bytes (else they are empty).
 
     `npz_cache` (of one write_runs call) keeps data.npz's bytes for runs that share x and y.
     """
-    written = [_write(d / "config.json", json_indent2(run.config.to_dict()).encode()),
-               _write(d / "loss.csv", loss_csv(run.loss)),
-               _write(d / "data.npz", _npz_bytes(run.x, run.y, {} if npz_cache is None else npz_cache))]
-    snap = d / "snapshots"  # made by the caller
-    written += _save_layers(snap, run.epochs, run.weights)
+    write = _write if fresh else _fill
+    written = [write(d / "config.json", json_indent2(run.config.to_dict()).encode()),
+               write(d / "loss.csv", loss_csv(run.loss)),
+               write(d / "data.npz", _npz_bytes(run.x, run.y, {} if npz_cache is None else npz_cache))]
+    snap = d / "snapshots"
+    written += _save_layers(snap, run.epochs, run.weights, write)
     if run.neurons is not None:
-        written.append(_save_npy(snap / "neurons.npy", run.neurons))
+        written.append(_save_npy(snap / "neurons.npy", run.neurons, write))
         (snap / "full").mkdir()
-        written += _save_layers(snap / "full", run.full_epochs, run.full_weights)
+        written += _save_layers(snap / "full", run.full_epochs, run.full_weights, write)
     meta = {
         **run.spec.to_dict(),
         "status": run.status, "initial_stage_epoch": run.initial_stage_epoch,
@@ -238,7 +283,7 @@ def _write_contents(run: Run, d: Path, npz_cache: dict | None = None) -> list[Pa
         "full_snapshot_epochs": np.asarray(run.full_epochs).tolist(),
         **run.meta,
     }
-    written.append(_write(d / "meta.json", (json_indent2(meta, _plain) + "\n").encode()))
+    written.append(write(d / "meta.json", (json_indent2(meta, _plain) + "\n").encode()))
     return written
 
 
@@ -252,23 +297,32 @@ def _npz_bytes(x: np.ndarray, y: np.ndarray, cache: dict) -> bytes:
     return cache[key][2]
 
 
-def _save_layers(d: Path, epochs: np.ndarray, weights: Mapping[str, np.ndarray]) -> list[Path]:
-    out = [_save_npy(d / "epochs.npy", np.asarray(epochs, dtype=np.int64))]
+def _save_layers(d: Path, epochs: np.ndarray, weights: Mapping[str, np.ndarray], write=None) -> list[Path]:
+    out = [_save_npy(d / "epochs.npy", np.asarray(epochs, dtype=np.int64), write)]
     for name, array in weights.items():
-        out.append(_save_npy(d / f"{name}.npy", array))
+        out.append(_save_npy(d / f"{name}.npy", array, write))
     return out
 
 
-def _save_npy(path: Path, array: np.ndarray) -> Path:
+def _save_npy(path: Path, array: np.ndarray, write=None) -> Path:
     """np.save(path, array): the same bytes, written with one system call where possible."""
     parts = npy_parts(array)
     if parts is None:
         return _save(path, lambda fh: np.save(fh, array))
-    return _write(path, *parts)
+    return (write or _write)(path, *parts)
 
 
-def _write(path: Path, *chunks: bytes | memoryview) -> Path:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+def _fill(path: Path, *chunks: bytes | memoryview) -> Path:
+    """_write into a file that is empty or new (prepare_runs): no truncation, a journaled
+    metadata change on ext4 that costs more than the write itself."""
+    return _write(path, *chunks, flags=os.O_WRONLY | os.O_CREAT)
+
+
+_REPLACE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+
+
+def _write(path: Path, *chunks: bytes | memoryview, flags: int = _REPLACE) -> Path:
+    fd = os.open(path, flags, 0o666)
     try:
         pending = [memoryview(c) for c in chunks]
         while pending:  # writev writes everything to a regular file, but may be cut short

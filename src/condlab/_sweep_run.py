@@ -96,12 +96,20 @@ def train_part(batch: Batch, progress: Any = False):
     return train(Config.from_dict(batch.config), runs=specs, progress=progress)
 
 
-def prepare_part(batch: Batch, runs_dir: str) -> None:
-    """Make the batch's empty run directories (``_records.prepare_runs``) while it trains."""
-    from ._records import prepare_runs
+def prepare_part(batch: Batch, runs_dir: str) -> list[str] | None:
+    """Make the batch's run directories and empty files (``_records.prepare_runs``) while it
+    trains; returns the files made (None: nothing made, for a task's batch)."""
+    from ._config import Config
+    from ._models import Architecture
+    from ._records import prepare_runs, record_files
 
-    if not batch.task:
-        prepare_runs([Path(runs_dir) / h for h, _ in batch.runs])
+    if batch.task:
+        return None
+    cfg = Config.from_dict(batch.config)
+    thinned = cfg.train.snapshot_neurons > 0  # more files, and fewer rows: left to write_runs
+    files = [] if thinned else record_files(Architecture.from_config(cfg.model, cfg.data.d).names)
+    prepare_runs([Path(runs_dir) / h for h, _ in batch.runs], files)
+    return files
 
 
 def discard_part(batch: Batch, runs_dir: str) -> None:
@@ -114,7 +122,7 @@ def discard_part(batch: Batch, runs_dir: str) -> None:
 
 
 def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
-               prepared: bool = False) -> BatchDone:
+               prepared: list[str] | None = None) -> BatchDone:
     """Measure each run of a trained batch and write it to runs_dir/<hash>.
 
     The measurements (Python, holding the GIL) run here, CHUNK_RUNS runs at a time; each
@@ -122,14 +130,15 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
     (creating files is kernel work, without the GIL). One ``write_runs`` per chunk: its runs
     are put on disk with one syncfs and one directory fsync, not one each per run.
     ``workers=0`` writes in the calling thread instead (for profiling: cProfile sees one thread).
-    `prepared`: ``prepare_part`` made the run directories (an interrupted batch removes them).
+    `prepared`: the files ``prepare_part`` made in the run directories (an interrupted batch
+    removes them).
     """
     from ._records import write_runs
 
     if batch.task:
         return _task(batch.task).write_part(batch, result, runs_dir)
     if any(run.status == "interrupted" for run in result.runs):
-        if prepared:
+        if prepared is not None:
             discard_part(batch, runs_dir)
         return BatchDone(batch.key, {}, result.seconds, interrupted=True)  # nothing written
     items = list(zip(batch.runs, result.runs, strict=True))
@@ -203,7 +212,7 @@ class _EpochCounter:
 def _write_prepared(batch: Batch, result, runs_dir: str, prepared: Future) -> BatchDone:
     """write_part into the directories that `prepared` (prepare_part, run before on this
     thread) made; if making them failed, write_part makes them itself."""
-    return write_part(batch, result, runs_dir, prepared=prepared.exception() is None)
+    return write_part(batch, result, runs_dir, prepared=None if prepared.exception() else prepared.result())
 
 
 class LocalExecutor:
