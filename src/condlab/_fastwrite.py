@@ -48,7 +48,15 @@ def _float(value: float) -> str:
     return float.__repr__(value)
 
 
+_EXACT: dict[type, Callable[[Any], str]] = {str: encode_basestring_ascii, float: _float, int: int.__repr__,
+                                           bool: lambda o: "true" if o else "false",
+                                           type(None): lambda o: "null"}
+
+
 def _value(o: Any, newline: str, default: Callable[[Any], Any] | None, depth: int) -> str:
+    exact = _EXACT.get(type(o))  # the common plain values, by their exact type
+    if exact is not None:
+        return exact(o)
     # the order of json.encoder._make_iterencode's checks: str, None, True, False, int, float,
     # list/tuple, dict, then default()
     if isinstance(o, str):

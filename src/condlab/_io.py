@@ -61,7 +61,7 @@ def atomic_write_npz(path: str | Path, arrays: dict[str, np.ndarray], *, compres
     atomic_write_bytes(path, buf.getvalue())
 
 
-def durable(files: Iterable[Path], dirs: Iterable[Path]) -> None:
+def durable(files: Iterable[Path | str], dirs: Iterable[Path]) -> None:
     """Put written `files` and the entries of `dirs` on disk before a commit (e.g. a rename).
 
     One ``syncfs(2)`` per file system where Linux offers it (one system call for a whole
@@ -75,7 +75,7 @@ def durable(files: Iterable[Path], dirs: Iterable[Path]) -> None:
         fsync_path(path)
 
 
-def fsync_path(path: Path) -> None:
+def fsync_path(path: Path | str) -> None:
     """fsync one file or directory by name (a directory's fsync makes its entries durable)."""
     fd = os.open(path, os.O_RDONLY)
     try:

@@ -60,7 +60,7 @@ class RunSpec:
     dropout: float = 0.0
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # scalars: no deep copy
 
     @classmethod
     def from_meta(cls, meta: dict) -> RunSpec:
@@ -250,30 +250,31 @@ def write_runs(runs: Sequence[Run], paths: Sequence[Path],
     return list(paths)
 
 
-def _drop_unwritten(partial: Path, prepared: Sequence[str], written: list[Path]) -> None:
+def _drop_unwritten(partial: Path, prepared: Sequence[str], written: list[str]) -> None:
     """Remove prepared files that this run has not (its layers differ): never an empty stray."""
-    done = {str(p) for p in written}
+    done = set(written)
     for name in prepared:
-        if str(partial / name) not in done:
+        if f"{partial}/{name}" not in done:
             (partial / name).unlink(missing_ok=True)
 
 
-def _write_contents(run: Run, d: Path, npz_cache: dict | None = None, fresh: bool = True) -> list[Path]:
+def _write_contents(run: Run, d: Path | str, npz_cache: dict | None = None, fresh: bool = True) -> list[str]:
     """Every file of a run directory into `d` (its snapshots/ made by the caller); returns the
     paths (not yet synced). `fresh`: files there may hold older bytes (else they are empty).
 
     `npz_cache` (of one write_runs call) keeps data.npz's bytes for runs that share x and y.
     """
     write = _write if fresh else _fill
-    written = [write(d / "config.json", json_indent2(run.config.to_dict()).encode()),
-               write(d / "loss.csv", loss_csv(run.loss)),
-               write(d / "data.npz", _npz_bytes(run.x, run.y, {} if npz_cache is None else npz_cache))]
-    snap = d / "snapshots"
+    d = os.fspath(d)  # plain strings: pathlib's joins cost more than the writes into empty files
+    written = [write(f"{d}/config.json", json_indent2(run.config.to_dict()).encode()),
+               write(f"{d}/loss.csv", loss_csv(run.loss)),
+               write(f"{d}/data.npz", _npz_bytes(run.x, run.y, {} if npz_cache is None else npz_cache))]
+    snap = f"{d}/snapshots"
     written += _save_layers(snap, run.epochs, run.weights, write)
     if run.neurons is not None:
-        written.append(_save_npy(snap / "neurons.npy", run.neurons, write))
-        (snap / "full").mkdir()
-        written += _save_layers(snap / "full", run.full_epochs, run.full_weights, write)
+        written.append(_save_npy(f"{snap}/neurons.npy", run.neurons, write))
+        os.mkdir(f"{snap}/full")
+        written += _save_layers(f"{snap}/full", run.full_epochs, run.full_weights, write)
     meta = {
         **run.spec.to_dict(),
         "status": run.status, "initial_stage_epoch": run.initial_stage_epoch,
@@ -283,7 +284,7 @@ def _write_contents(run: Run, d: Path, npz_cache: dict | None = None, fresh: boo
         "full_snapshot_epochs": np.asarray(run.full_epochs).tolist(),
         **run.meta,
     }
-    written.append(write(d / "meta.json", (json_indent2(meta, _plain) + "\n").encode()))
+    written.append(write(f"{d}/meta.json", (json_indent2(meta, _plain) + "\n").encode()))
     return written
 
 
@@ -297,14 +298,14 @@ def _npz_bytes(x: np.ndarray, y: np.ndarray, cache: dict) -> bytes:
     return cache[key][2]
 
 
-def _save_layers(d: Path, epochs: np.ndarray, weights: Mapping[str, np.ndarray], write=None) -> list[Path]:
-    out = [_save_npy(d / "epochs.npy", np.asarray(epochs, dtype=np.int64), write)]
+def _save_layers(d: str, epochs: np.ndarray, weights: Mapping[str, np.ndarray], write=None) -> list[str]:
+    out = [_save_npy(f"{d}/epochs.npy", np.asarray(epochs, dtype=np.int64), write)]
     for name, array in weights.items():
-        out.append(_save_npy(d / f"{name}.npy", array, write))
+        out.append(_save_npy(f"{d}/{name}.npy", array, write))
     return out
 
 
-def _save_npy(path: Path, array: np.ndarray, write=None) -> Path:
+def _save_npy(path: str, array: np.ndarray, write=None) -> str:
     """np.save(path, array): the same bytes, written with one system call where possible."""
     parts = npy_parts(array)
     if parts is None:
@@ -312,7 +313,7 @@ def _save_npy(path: Path, array: np.ndarray, write=None) -> Path:
     return (write or _write)(path, *parts)
 
 
-def _fill(path: Path, *chunks: bytes | memoryview) -> Path:
+def _fill(path: str, *chunks: bytes | memoryview) -> str:
     """_write into a file that is empty or new (prepare_runs): no truncation, a journaled
     metadata change on ext4 that costs more than the write itself."""
     return _write(path, *chunks, flags=os.O_WRONLY | os.O_CREAT)
@@ -321,7 +322,7 @@ def _fill(path: Path, *chunks: bytes | memoryview) -> Path:
 _REPLACE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 
 
-def _write(path: Path, *chunks: bytes | memoryview, flags: int = _REPLACE) -> Path:
+def _write(path: str, *chunks: bytes | memoryview, flags: int = _REPLACE) -> str:
     fd = os.open(path, flags, 0o666)
     try:
         pending = [memoryview(c) for c in chunks]
@@ -408,7 +409,7 @@ def _check_external(path: Path, epochs: np.ndarray, weights: dict) -> None:
                               f"expected float ({len(epochs)}, rows, cols): the record is corrupt; {_FIX}")
 
 
-def _save(path: Path, writer) -> Path:
+def _save(path: Path | str, writer) -> Path | str:
     with open(path, "wb") as fh:
         writer(fh)  # a contiguous array goes out in one write(), without a copy
     return path
