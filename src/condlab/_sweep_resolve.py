@@ -6,19 +6,20 @@ hash is taken of, with a slot for each batchable value. A run's config and hash 
 copy of the resolved tree and one SHA-256 of the template with its values spliced in: the same
 bytes, so the same hashes, as resolving the run on its own (``make_plan(..., grouped=False)``,
 which the tests compare with). A point whose batchable values were not yet seen in its group
-is still checked by a whole ``Config.from_dict`` (so it fails with the error it always had); a
+is still checked (``validate`` of the group's config with its values: the error it always had); a
 point this module cannot split (a section replaced, an unusual value) is returned as None and
 resolved the ungrouped way.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import re
 from typing import Any
 
-from ._config import Config, ConfigError, _coerce, _type_hints
+from ._config import Config, ConfigError, _coerce, _type_hints, validate
 
 _MARK = "@@condlab-batched-{}@@"
 _SLOT = re.compile(r'"@@condlab-batched-(\d+)@@"')
@@ -55,12 +56,13 @@ class Groups:
         if any(len(set(values)) != len(values) for values in lists.values()):
             return None  # repeated values: Config.from_dict says so
         group = self.groups.get(shared_text)
-        if group is None or any(v not in group.valid[k] for k, values in lists.items() for v in values):
-            resolved = Config.from_dict(raw).to_dict()  # this point's own error, if it has one
-            if group is None:
-                group = self.groups[shared_text] = _Group(resolved, self)
-            for key, values in lists.items():
-                group.valid[key].update(values)
+        if group is None:
+            config = Config.from_dict(raw)  # this point's own error, if it has one
+            group = self.groups[shared_text] = _Group(config, self)
+        elif any(v not in group.valid[k] for k, values in lists.items() for v in values):
+            validate(_with_lists(group.config, lists))  # the error Config.from_dict(raw) would give
+        for key, values in lists.items():
+            group.valid[key].update(values)
         return [group.single(combo) for combo in itertools.product(*lists.values())]
 
     def shared_configs(self) -> list[dict[str, Any]]:
@@ -68,11 +70,22 @@ class Groups:
         return [g.resolved for g in self.groups.values()]
 
 
+def _with_lists(config: Config, lists: dict[str, list[Any]]) -> Config:
+    """A copy of `config` (validated) with these batchable lists: what _build makes of the point."""
+    sections: dict[str, dict[str, Any]] = {}
+    for key, values in lists.items():
+        section, name = key.split(".")
+        sections.setdefault(section, {})[name] = values
+    return dataclasses.replace(config, **{section: dataclasses.replace(getattr(config, section), **fields)
+                                          for section, fields in sections.items()})
+
+
 class _Group:
-    def __init__(self, resolved: dict[str, Any], owner: Groups):
+    def __init__(self, config: Config, owner: Groups):
         from ._sweep_plan import _batch_key, _clone, _drop, canonical_json
 
-        self.resolved, self.keys, self.owner = resolved, owner.keys, owner
+        resolved = config.to_dict()
+        self.config, self.resolved, self.keys, self.owner = config, resolved, owner.keys, owner
         self.batch = _batch_key(resolved)
         self.valid: dict[str, set[Any]] = {key: set() for key in owner.keys}
         ident = _clone(resolved)
