@@ -295,12 +295,24 @@ def _columns(axis_keys: list[str], runs: list[PlannedRun], shared: list[dict[str
     """
     def differs(key: str) -> bool:
         configs = [r.config for r in runs] if key in BATCHED_KEYS else shared
-        return len({canonical_json(_get(c, key)) for c in configs}) > 1
+        return len({_token(_get(c, key)) for c in configs}) > 1
 
     varying = [k for k in _flat_keys(runs[0].config) if differs(k)] if runs else []
     keys = list(dict.fromkeys(axis_keys + [k for k in varying if k != "name"]))
     keys = [k for k in keys if k != "train.seeds"]
     return keys + ["seed"]
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _token(value: Any) -> Any:
+    """Equal for two values exactly when their canonical JSON is (cheaper for plain values)."""
+    if type(value) in _SCALARS:
+        return type(value), repr(value)  # repr keeps -0.0 apart from 0.0, as JSON does
+    if type(value) is list and all(type(v) in _SCALARS for v in value):
+        return tuple((type(v), repr(v)) for v in value)
+    return canonical_json(value)
 
 
 def _setting(config: dict[str, Any], column: str) -> Any:
