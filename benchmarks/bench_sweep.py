@@ -11,7 +11,11 @@ Two layouts of the same 256 runs (fig3 preset, --epochs epochs, snapshots every 
 (planning, set-up, the summary measurements, writing the records and the table) is overhead.
 Target: overhead <= 10 % of the wall time. Runs at 1 and 2 threads, the two layouts interleaved.
 
-    python benchmarks/bench_sweep.py [--epochs 1000] [--repeat 2] [--threads 1,2] [--profile]
+    python benchmarks/bench_sweep.py [--epochs 1000] [--repeat 2] [--threads 1,2] [--profile] [--free-counts]
+
+The median share of each layout and thread count is printed last. --free-counts replaces the
+line counter (analysis._line_counts.count_lines, two calls per run) by a constant, to show the
+overhead of everything else (planning, set-up, writing, the table) on its own.
 
 --profile [--layout separate] prints the functions that dominate the overhead (cProfile, 1 thread):
 the sweep runs with its batches trained, measured and written one after the other in this
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -94,20 +99,32 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--layout", default="batched", choices=("batched", "separate"),
                         help="the layout --profile profiles")
+    parser.add_argument("--free-counts", action="store_true",
+                        help="line counts replaced by a constant: the overhead without the counter")
     args = parser.parse_args()
+    if args.free_counts:
+        import condlab.analysis._line_counts as line_counts
+
+        line_counts.count_lines = lambda w, *a, **k: 0  # summarize imports it when called
     if args.profile:
         profile(args.epochs, args.layout)
         return
     measure("batched", 10)  # warm-up: imports, first-call costs
-    print(f"sweep of 64 configs x 4 seeds, fig3 network, {args.epochs} epochs; target: overhead <= 10 %")
+    print(f"sweep of 64 configs x 4 seeds, fig3 network, {args.epochs} epochs; target: overhead <= 10 %"
+          + (" (line counts replaced by a constant)" if args.free_counts else ""))
+    shares: dict[tuple[int, str], list[float]] = {}
     for threads in (int(t) for t in args.threads.split(",")):
         torch.set_num_threads(threads)
         for _ in range(args.repeat):
             for layout in ("batched", "separate"):
                 wall, train, batches = measure(layout, args.epochs)
                 share = (wall - train) / wall
+                shares.setdefault((threads, layout), []).append(share)
                 print(f"threads={threads} {layout:<9} batches={batches:<3} wall {wall:6.2f} s  "
-                      f"training {train:6.2f} s  outside training {share:6.1%}")
+                      f"training {train:6.2f} s  outside training {share:6.1%}", flush=True)
+    for (threads, layout), values in shares.items():
+        print(f"median threads={threads} {layout:<9} outside training {statistics.median(values):6.1%} "
+              f"({len(values)} sweeps)")
 
 
 if __name__ == "__main__":
