@@ -186,6 +186,9 @@ def record_files(layers: Sequence[str]) -> list[str]:
             *(f"snapshots/{name}.npy" for name in layers), "meta.json"]
 
 
+SPAWN_FROM = 300  # prepare_runs makes this many files and directories or more in child processes
+
+
 def prepare_runs(paths: Sequence[Path], files: Sequence[str] = ()) -> None:
     """Make each ``NAME.partial/snapshots`` directory and the empty `files` in it, for
     ``write_runs(..., prepared=files)`` to fill: a sweep makes them while the batch trains, as
@@ -196,7 +199,8 @@ def prepare_runs(paths: Sequence[Path], files: Sequence[str] = ()) -> None:
     made = [str(p / name) for p in partials for name in files]
     steps = [(["rm", "-rf", "--"], [str(p) for p in partials]), (["mkdir", "-p", "--"], dirs),
              (["touch", "--"], made)]
-    if not all(_tool(command, args) for command, args in steps):
+    # a child process costs a few ms to start: worth it for a large batch only
+    if len(made) + len(dirs) < SPAWN_FROM or not all(_tool(command, args) for command, args in steps):
         for partial in partials:
             shutil.rmtree(partial, ignore_errors=True)
         for d in dirs:
