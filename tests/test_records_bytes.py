@@ -96,13 +96,13 @@ def test_runs_written_into_prepared_directories_equal_the_reference(tmp_path, mo
     """A sweep makes the directories and empty files while a batch trains (prepare_runs, with
     mkdir and touch or in this process); a prepared file the run does not have is removed, a
     file not prepared is made."""
-    from condlab import _records
-    from condlab._records import prepare_runs, record_files
+    from condlab import _record_prepare
+    from condlab._record_prepare import prepare_runs, record_files
 
     if tools:
-        monkeypatch.setattr(_records, "SPAWN_FROM", 0)  # mkdir and touch for this small batch too
+        monkeypatch.setattr(_record_prepare, "SPAWN_FROM", 0)  # mkdir and touch for this small batch too
     else:
-        monkeypatch.setattr(_records, "_tool", lambda command, args: False)
+        monkeypatch.setattr(_record_prepare, "_tool", lambda command, args: False)
 
     result = condlab.train(dict(BATCH, train=dict(BATCH["train"], snapshot_neurons=0)), progress=False)
     paths = [tmp_path / "fast" / f"r{i}" for i in range(len(result))]

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from ._config import Config, ConfigError
-from ._fastwrite import json_indent2, loss_csv, npy_parts
+from ._fastwrite import fill_file, json_indent2, loss_csv, save_npy, write_file
 from ._io import durable, fsync_path
 from ._models import Architecture, FCNet
 
@@ -180,51 +180,6 @@ def write_run(run: Run, path: Path) -> Path:
     return write_runs([run], [Path(path)])[0]
 
 
-def record_files(layers: Sequence[str]) -> list[str]:
-    """The files of an unthinned run directory with these snapshot layers, relative to it."""
-    return ["config.json", "loss.csv", "data.npz", "snapshots/epochs.npy",
-            *(f"snapshots/{name}.npy" for name in layers), "meta.json"]
-
-
-SPAWN_FROM = 300  # prepare_runs makes this many files and directories or more in child processes
-
-
-def prepare_runs(paths: Sequence[Path], files: Sequence[str] = ()) -> None:
-    """Make each ``NAME.partial/snapshots`` directory and the empty `files` in it, for
-    ``write_runs(..., prepared=files)`` to fill: a sweep makes them while the batch trains, as
-    creating files and directories is file-system work that need not wait for the training
-    (writing into an empty file costs a fraction of creating one)."""
-    partials = [path.with_name(path.name + ".partial") for path in paths]
-    dirs = [str(p / "snapshots") for p in partials]
-    made = [str(p / name) for p in partials for name in files]
-    steps = [(["rm", "-rf", "--"], [str(p) for p in partials]), (["mkdir", "-p", "--"], dirs),
-             (["touch", "--"], made)]
-    # a child process costs a few ms to start: worth it for a large batch only
-    if len(made) + len(dirs) < SPAWN_FROM or not all(_tool(command, args) for command, args in steps):
-        for partial in partials:
-            shutil.rmtree(partial, ignore_errors=True)
-        for d in dirs:
-            os.makedirs(d)
-        for name in made:
-            os.close(os.open(name, os.O_WRONLY | os.O_CREAT, 0o666))
-
-
-def _tool(command: list[str], paths: list[str], per_call: int = 2000) -> bool:
-    """Run mkdir or touch over `paths` in a child process: the file system work of thousands of
-    files then never takes this process's GIL, which the training thread needs meanwhile
-    (every system call made here would hand the GIL back and forth). False: not available."""
-    import subprocess
-
-    for start in range(0, len(paths), per_call):
-        try:
-            done = subprocess.run([*command, *paths[start:start + per_call]], capture_output=True)
-        except OSError:
-            return False
-        if done.returncode != 0:
-            return False
-    return True
-
-
 def write_runs(runs: Sequence[Run], paths: Sequence[Path],
                prepared: Sequence[str] | None = None) -> list[Path]:
     """Write run directories: all assembled as .partial, put on disk once, then renamed.
@@ -268,7 +223,7 @@ def _write_contents(run: Run, d: Path | str, npz_cache: dict | None = None, fres
 
     `npz_cache` (of one write_runs call) keeps data.npz's bytes for runs that share x and y.
     """
-    write = _write if fresh else _fill
+    write = write_file if fresh else fill_file
     d = os.fspath(d)  # plain strings: pathlib's joins cost more than the writes into empty files
     written = [write(f"{d}/config.json", json_indent2(run.config.to_dict()).encode()),
                write(f"{d}/loss.csv", loss_csv(run.loss)),
@@ -276,7 +231,7 @@ def _write_contents(run: Run, d: Path | str, npz_cache: dict | None = None, fres
     snap = f"{d}/snapshots"
     written += _save_layers(snap, run.epochs, run.weights, write)
     if run.neurons is not None:
-        written.append(_save_npy(f"{snap}/neurons.npy", run.neurons, write))
+        written.append(save_npy(f"{snap}/neurons.npy", run.neurons, write))
         os.mkdir(f"{snap}/full")
         written += _save_layers(f"{snap}/full", run.full_epochs, run.full_weights, write)
     meta = {
@@ -303,42 +258,10 @@ def _npz_bytes(x: np.ndarray, y: np.ndarray, cache: dict) -> bytes:
 
 
 def _save_layers(d: str, epochs: np.ndarray, weights: Mapping[str, np.ndarray], write=None) -> list[str]:
-    out = [_save_npy(f"{d}/epochs.npy", np.asarray(epochs, dtype=np.int64), write)]
+    out = [save_npy(f"{d}/epochs.npy", np.asarray(epochs, dtype=np.int64), write)]
     for name, array in weights.items():
-        out.append(_save_npy(f"{d}/{name}.npy", array, write))
+        out.append(save_npy(f"{d}/{name}.npy", array, write))
     return out
-
-
-def _save_npy(path: str, array: np.ndarray, write=None) -> str:
-    """np.save(path, array): the same bytes, written with one system call where possible."""
-    parts = npy_parts(array)
-    if parts is None:
-        return _save(path, lambda fh: np.save(fh, array))
-    return (write or _write)(path, *parts)
-
-
-def _fill(path: str, *chunks: bytes | memoryview) -> str:
-    """_write into a file that is empty or new (prepare_runs): no truncation, a journaled
-    metadata change on ext4 that costs more than the write itself."""
-    return _write(path, *chunks, flags=os.O_WRONLY | os.O_CREAT)
-
-
-_REPLACE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-
-
-def _write(path: str, *chunks: bytes | memoryview, flags: int = _REPLACE) -> str:
-    fd = os.open(path, flags, 0o666)
-    try:
-        pending = [memoryview(c) for c in chunks]
-        while pending:  # writev writes everything to a regular file, but may be cut short
-            done = os.writev(fd, pending)
-            while pending and done >= len(pending[0]):
-                done -= len(pending.pop(0))
-            if pending and done:
-                pending[0] = pending[0][done:]
-    finally:
-        os.close(fd)
-    return path
 
 
 class RecordError(ValueError):
@@ -411,12 +334,6 @@ def _check_external(path: Path, epochs: np.ndarray, weights: dict) -> None:
         if got.ndim != 3 or got.shape[0] != len(epochs) or not np.issubdtype(got.dtype, np.floating):
             raise RecordError(f"'{path / 'snapshots.npz'}': {name} has shape {got.shape} ({got.dtype}), "
                               f"expected float ({len(epochs)}, rows, cols): the record is corrupt; {_FIX}")
-
-
-def _save(path: Path | str, writer) -> Path | str:
-    with open(path, "wb") as fh:
-        writer(fh)  # a contiguous array goes out in one write(), without a copy
-    return path
 
 
 def _plain(obj):

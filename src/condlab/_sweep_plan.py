@@ -23,9 +23,7 @@ Runs whose configs differ only in batchable keys share a batch: one ``condlab.tr
 from __future__ import annotations
 
 import copy
-import hashlib
 import itertools
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,19 +31,20 @@ from typing import Any
 import yaml
 
 from ._config import Config, ConfigError, _assign
+from ._sweep_hash import (  # noqa: F401  (re-exported: the sweep engine and phase diagrams use them)
+    BATCHED,
+    BATCHED_KEYS,
+    HASH_CHARS,
+    HASH_VERSION,
+    UNHASHED_KEYS,
+    _batch_key,
+    _clone,
+    _drop,
+    canonical_json,
+    run_hash,
+)
 
-# RunSpec field -> the config list that condlab.train varies per run inside one batch (see
-# run_specs): runs that differ only in these are trained together. A field added to RunSpec
-# (per-run weight decay, dropout, ...) becomes batchable by listing it here.
-BATCHED: dict[str, str] = {"seed": "train.seeds", "init_std": "model.init_std", "lr": "train.lr",
-                           "weight_decay": "train.weight_decay", "momentum": "train.momentum",
-                           "dropout": "model.dropout"}
-BATCHED_KEYS: tuple[str, ...] = tuple(BATCHED.values())
-# Keys that do not change what a run computes: left out of its hash.
-UNHASHED_KEYS: tuple[str, ...] = ("name", "train.device", "train.checkpoint_seconds")
 SPEC_KEYS = ("name", "base", "set", "grid", "zip", "list", "seeds", "task")
-HASH_VERSION = 1
-HASH_CHARS = 16
 
 
 @dataclass(frozen=True)
@@ -90,30 +89,6 @@ def load_spec(spec: str | Path | dict[str, Any]) -> tuple[dict[str, Any], str, P
     return raw, text, path.resolve().parent
 
 
-def _clone(tree: Any) -> Any:
-    """Copy of a config tree (dicts, lists, scalars): copy.deepcopy's result, several times faster."""
-    if isinstance(tree, dict):
-        return {k: _clone(v) for k, v in tree.items()}
-    if isinstance(tree, list):
-        return [_clone(v) for v in tree]
-    return tree  # scalars, and tuples of scalars, are immutable
-
-
-def canonical_json(obj: Any) -> str:
-    """Sorted keys, no spaces, floats as Python's shortest round-trip repr."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
-def run_hash(config: dict[str, Any], task: str = "") -> str:
-    """Identity of a single-run config (see the module docstring for what goes into it); a run
-    trained by a task (which may record and measure differently) has the task in its identity."""
-    ident = _clone(config)
-    for key in UNHASHED_KEYS:
-        _drop(ident, key)
-    text = canonical_json({"condlab_run": HASH_VERSION, "config": ident, **({"task": task} if task else {})})
-    return hashlib.sha256(text.encode()).hexdigest()[:HASH_CHARS]
-
-
 def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, grouped: bool = True) -> Plan:
     """Resolve a spec mapping into runs (checked against the config tree) and batches.
 
@@ -134,7 +109,7 @@ def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, grouped: bool 
     task = _task(raw.get("task"))
     runs: dict[str, PlannedRun] = {}
     duplicates = 0
-    groups = Groups(BATCHED_KEYS, UNHASHED_KEYS, task, HASH_VERSION, HASH_CHARS)
+    groups = Groups(task)
     alone: list[dict[str, Any]] = []  # configs of the runs resolved outside any group
     for point in itertools.product(*axes):
         raw_cfg = _clone(base)
@@ -280,13 +255,6 @@ def run_spec_fields(single: dict[str, Any]) -> dict[str, Any]:
     return {name: _get(single, key)[0] for name, key in BATCHED.items()}
 
 
-def _batch_key(single: dict[str, Any]) -> str:
-    shared = _clone(single)
-    for key in BATCHED_KEYS + ("name",):
-        _drop(shared, key)
-    return hashlib.sha256(canonical_json(shared).encode()).hexdigest()[:HASH_CHARS]
-
-
 def _columns(axis_keys: list[str], runs: list[PlannedRun], shared: list[dict[str, Any]]) -> list[str]:
     """Swept keys in spec order, then any other key that differs between runs; seeds always.
 
@@ -333,10 +301,3 @@ def _get(tree: dict[str, Any], key: str) -> Any:
     for part in key.split("."):
         tree = tree[part]
     return tree
-
-
-def _drop(tree: dict[str, Any], key: str) -> None:
-    *parents, last = key.split(".")
-    for part in parents:
-        tree = tree[part]
-    tree.pop(last, None)

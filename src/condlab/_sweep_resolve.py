@@ -20,6 +20,17 @@ import re
 from typing import Any
 
 from ._config import Config, ConfigError, _coerce, _type_hints, validate
+from ._sweep_hash import (
+    BATCHED_KEYS,
+    HASH_CHARS,
+    HASH_VERSION,
+    UNHASHED_KEYS,
+    _batch_key,
+    _clone,
+    _drop,
+    canonical_json,
+    run_hash,
+)
 
 _MARK = "@@condlab-batched-{}@@"
 _SLOT = re.compile(r'"@@condlab-batched-(\d+)@@"')
@@ -33,17 +44,14 @@ def _list_hint(key: str) -> Any:
 class Groups:
     """Single runs (config, hash, batch key) of resolved points, one validation per group."""
 
-    def __init__(self, batched_keys: tuple[str, ...], unhashed: tuple[str, ...], task: str,
-                 hash_version: int, hash_chars: int):
-        self.keys, self.unhashed, self.task = batched_keys, unhashed, task
-        self.version, self.chars = hash_version, hash_chars
-        self.hints = {key: _list_hint(key) for key in batched_keys}
+    def __init__(self, task: str):
+        self.keys, self.unhashed, self.task = BATCHED_KEYS, UNHASHED_KEYS, task
+        self.version, self.chars = HASH_VERSION, HASH_CHARS
+        self.hints = {key: _list_hint(key) for key in BATCHED_KEYS}
         self.groups: dict[str, _Group] = {}
 
     def singles(self, raw: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]] | None:
         """(config, hash, batch key) of every single run of point `raw`, or None: resolve it alone."""
-        from ._sweep_plan import canonical_json
-
         try:
             lists = {key: _coerce(_get(raw, key), self.hints[key], key) for key in self.keys}
             shared = {**raw, **{part: dict(raw[part]) for part in {k.split(".")[0] for k in self.keys}}}
@@ -82,8 +90,6 @@ def _with_lists(config: Config, lists: dict[str, list[Any]]) -> Config:
 
 class _Group:
     def __init__(self, config: Config, owner: Groups):
-        from ._sweep_plan import _batch_key, _clone, _drop, canonical_json
-
         resolved = config.to_dict()
         self.config, self.resolved, self.keys, self.owner = config, resolved, owner.keys, owner
         self.batch = _batch_key(resolved)
@@ -102,8 +108,6 @@ class _Group:
             and text.count("@@condlab-batched-") == len(slots) else None
 
     def single(self, combo: tuple[Any, ...]) -> tuple[dict[str, Any], str, str]:
-        from ._sweep_plan import _clone, run_hash
-
         config = _clone(self.resolved)
         for key, value in zip(self.keys, combo, strict=True):
             _set(config, key, [value])

@@ -97,11 +97,11 @@ def train_part(batch: Batch, progress: Any = False):
 
 
 def prepare_part(batch: Batch, runs_dir: str) -> list[str] | None:
-    """Make the batch's run directories and empty files (``_records.prepare_runs``) while it
+    """Make the batch's run directories and empty files (``_record_prepare.prepare_runs``) while it
     trains; returns the files made (None: nothing made, for a task's batch)."""
     from ._config import Config
     from ._models import Architecture
-    from ._records import prepare_runs, record_files
+    from ._record_prepare import prepare_runs, record_files
 
     if batch.task:
         return None
