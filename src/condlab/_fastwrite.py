@@ -152,7 +152,7 @@ def write_file(path: str, *chunks: bytes | memoryview, flags: int = _REPLACE) ->
     try:
         pending = [memoryview(c) for c in chunks]
         while pending:  # writev writes everything to a regular file, but may be cut short
-            done = os.writev(fd, pending)
+            done = os.writev(fd, pending) if hasattr(os, "writev") else os.write(fd, pending[0])
             while pending and done >= len(pending[0]):
                 done -= len(pending.pop(0))
             if pending and done:
