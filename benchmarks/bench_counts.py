@@ -1,0 +1,116 @@
+"""Time per line count (count_lines) now and at a baseline commit, in one process, interleaved.
+
+The layers are trained here (condlab.train, fig3 preset, 1000 epochs, snapshots every 100;
+lr x init_std grids and seeds as in benchmarks/bench_sweep.py), in four shapes: (50, 6) (the
+Fig. 3 network: width 50, d = 5 plus bias), (100, 2), (1000, 2), (1000, 6) (width 100 / 1000,
+d = 1 / 5). The baseline counter is the analysis code of --baseline (a git revision, default
+the commit before the fast count), loaded from git into a private package, so both counters
+run in this process on the same layers, the two alternating layer by layer. Times are
+time.thread_time (CPU time of this thread, robust to other processes), per count, at 1 and 2
+threads (OMP/BLAS via threadpoolctl when available, torch.set_num_threads). Every count is
+checked: both counters must give the same integer.
+
+    python benchmarks/bench_counts.py [--baseline REV] [--layers 256] [--threads 1,2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import condlab
+from condlab.analysis._line_counts import count_lines
+
+BASELINE = "2692151"  # main before the fast count (count: leaders, bincount, _Caps)
+SHAPES = [(50, 5), (100, 1), (1000, 1), (1000, 5)]  # (width, d): layers (width, d + 1)
+MODULES = ["_cosine", "_structures", "_orientations", "_line_counts"]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_baseline(rev: str, where: Path):
+    """count_lines of the analysis modules at git revision rev, as a private package."""
+    name = "_count_baseline"
+    pkg = where / name
+    pkg.mkdir()
+    for mod in MODULES:
+        src = subprocess.run(["git", "show", f"{rev}:src/condlab/analysis/{mod}.py"], cwd=ROOT,
+                             check=True, capture_output=True, text=True).stdout
+        (pkg / f"{mod}.py").write_text(src.replace("condlab.analysis.", f"{name}."))
+    sys.modules[name] = types.ModuleType(name)
+    sys.modules[name].__path__ = [str(pkg)]
+    for mod in MODULES:
+        spec = importlib.util.spec_from_file_location(f"{name}.{mod}", pkg / f"{mod}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[f"{name}.{mod}"] = module
+        spec.loader.exec_module(module)
+    return sys.modules[f"{name}._line_counts"].count_lines
+
+
+def layers(width: int, d: int, n: int) -> list[np.ndarray]:
+    """Trained first-layer weights (width, d + 1) of fig3 runs, at epochs 100, 500 and 1000."""
+    lrs = [1e-3 * 1.25**i for i in range(8)]
+    stds = [0.005 * 1.25**i for i in range(8)]
+    seeds = max(1, -(-n // (3 * 64)))
+    cfg = condlab.preset("fig3").with_overrides([
+        f"train.lr={lrs}", f"model.init_std={stds}", f"model.width={width}", f"data.d={d}",
+        "train.epochs=1000", "train.snapshots=every:100", f"train.seeds={list(range(seeds))}"])
+    runs = condlab.train(cfg, progress=False).runs
+    out = [np.asarray(run.weights["layer1"][s]) for run in runs for s in (1, 5, 10)]
+    return out[:n]
+
+
+def time_pair(new, old, Ws: list[np.ndarray]) -> tuple[float, float]:
+    """Seconds of thread time per count for new and old, alternating layer by layer."""
+    t_new = t_old = 0.0
+    for W in Ws:
+        t0 = time.thread_time()
+        a = new(W)
+        t1 = time.thread_time()
+        b = old(W)
+        t2 = time.thread_time()
+        assert a == b, f"counts differ: {a} != {b}"
+        t_new, t_old = t_new + t1 - t0, t_old + t2 - t1
+    return t_new / len(Ws), t_old / len(Ws)
+
+
+def set_threads(n: int) -> None:
+    torch.set_num_threads(n)
+    try:
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(n)
+    except ImportError:
+        pass
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", default=BASELINE)
+    ap.add_argument("--layers", type=int, default=256, help="layers per shape (large shapes: a quarter)")
+    ap.add_argument("--threads", default="1,2")
+    args = ap.parse_args()
+    set_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        old = load_baseline(args.baseline, Path(tmp))
+        data = {(w, d + 1): layers(w, d, args.layers if w < 1000 else max(8, args.layers // 4))
+                for w, d in SHAPES}
+        print(f"baseline {args.baseline}; ms per count (thread time), now vs baseline")
+        for threads in [int(t) for t in args.threads.split(",")]:
+            set_threads(threads)
+            for shape, Ws in data.items():
+                time_pair(count_lines, old, Ws[:4])  # first calls
+                new, base = time_pair(count_lines, old, Ws)
+                print(f"threads {threads}  {shape!s:>10}  {len(Ws):4d} layers  now {new * 1e3:7.3f}  "
+                      f"baseline {base * 1e3:7.3f}  speed-up {base / new:5.2f}x")
+
+
+if __name__ == "__main__":
+    main()
