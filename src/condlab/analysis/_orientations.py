@@ -164,13 +164,13 @@ def _add_rows(index: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     """(n, k) sums of rows of values (r, k) by index (r,): ``np.add.at(zeros, index, values)``.
 
     Row by row in index order, as the sparse product sign-matrix @ U adds them, so the sums
-    are the same bits; a weighted bincount per column adds in that order too (from 0.0, one
-    double at a time) and costs far less than np.add.at or a CSR matrix.
+    are the same bits; a weighted bincount over the flattened (row-major) values adds each
+    (index, column) bin in that order too (from 0.0, one double at a time) and costs far less
+    than np.add.at or a CSR matrix.
     """
-    out = np.empty((n, values.shape[1]))
-    for c in range(values.shape[1]):
-        out[:, c] = np.bincount(index, weights=values[:, c], minlength=n)
-    return out
+    k = values.shape[1]
+    bins = (index[:, None] * k + np.arange(k)).ravel()
+    return np.bincount(bins, weights=values.ravel(), minlength=n * k).reshape(n, k)
 
 
 def _normalize(V: np.ndarray) -> np.ndarray:
@@ -235,8 +235,11 @@ def _canonical_order(U: np.ndarray, amp: np.ndarray) -> np.ndarray:
     # layers (k = 4608 in a ResNet), where amplitudes are almost never tied.
     order = np.argsort(-amp, kind="stable")
     a = amp[order]
-    starts = np.flatnonzero(np.r_[True, a[1:] != a[:-1]])
-    ends = np.r_[starts[1:], len(a)]
+    tied = np.flatnonzero(a[1:] == a[:-1])  # positions whose amplitude equals the next one's
+    if tied.size == 0:
+        return order
+    starts = np.flatnonzero(np.concatenate([[True], a[1:] != a[:-1]]))
+    ends = np.append(starts[1:], len(a))
     for s, e in zip(starts, ends, strict=True):
         if e - s > 1:  # lexsort: last key is primary, so column 0 decides first
             block = order[s:e]
@@ -349,10 +352,29 @@ def _active(U_all: np.ndarray, amp: np.ndarray, ranked: np.ndarray,
     return order, U_all[order]
 
 
-def _amplitude_reference(amp: np.ndarray) -> float:
-    """A high quantile of the non-zero amplitudes: one giant neuron cannot move it."""
-    positive = amp[amp > 0]
-    return float(np.quantile(positive, AMPLITUDE_QUANTILE)) if positive.size else 0.0
+def _amplitude_reference(amp: np.ndarray, ranked: np.ndarray | None = None) -> float:
+    """A high quantile of the non-zero amplitudes: one giant neuron cannot move it.
+
+    With `ranked` (the non-zero rows by amplitude, descending; `_ranked`) the quantile is read
+    from that order instead of sorting again: np.quantile's linear interpolation, the same bits.
+    """
+    if ranked is None:
+        positive = amp[amp > 0]
+        return float(np.quantile(positive, AMPLITUDE_QUANTILE)) if positive.size else 0.0
+    return _sorted_quantile(amp[ranked[::-1]], AMPLITUDE_QUANTILE) if ranked.size else 0.0
+
+
+def _sorted_quantile(s: np.ndarray, q: float) -> float:
+    """np.quantile(s, q) (method 'linear') of ascending s (n,), n >= 1: its arithmetic, step by step."""
+    v = (len(s) - 1) * q  # numpy's virtual index
+    if v >= len(s) - 1:
+        return float(s[-1])
+    i = math.floor(v)
+    g = v - i
+    a, b = s[i], s[i + 1]
+    d = b - a
+    # numpy's _lerp: a + d·g, or b - d·(1 - g) from the upper neighbour when g >= 0.5
+    return float(b - d * (1 - g)) if g >= 0.5 else float(a + d * g)
 
 
 def _amplitude_counts(U_all, amp, ranked, reference, amplitude_ratio, min_share, thr, chunk, here) -> dict:
@@ -378,8 +400,8 @@ def _prepare(W: Any, cos_threshold: float, amplitude_ratio: float):
     U_all, amp = unit_rows(W)
     if not np.all(np.isfinite(amp)):
         raise ValueError("W has non-finite entries")
-    reference = _amplitude_reference(amp)
     ranked = _ranked(U_all, amp)
+    reference = _amplitude_reference(amp, ranked)
     order, U = _active(U_all, amp, ranked, amplitude_ratio * reference)
     return U_all, amp, reference, ranked, order, U
 
