@@ -117,15 +117,11 @@ def leaders(U: np.ndarray, thr: float, chunk: int = DEFAULT_CHUNK) -> np.ndarray
             free = nearest_line(block, U[found], chunk)[1] < thr
         idx = np.flatnonzero(free)
         G = np.abs(block[idx] @ block[idx].T) >= thr  # at most chunk × chunk
-        # Sequential, so the result does not depend on chunk: the next leader is the first later
-        # row that no earlier leader covers. One step per leader, not one per row.
         covered = np.zeros(idx.size, dtype=bool)
-        a = 0
-        while a < idx.size:
-            found.append(start + int(idx[a]))
-            covered |= G[a]
-            rest = covered[a + 1:]
-            a = a + 1 + int(rest.argmin()) if not rest.all() else idx.size  # argmin: first False
+        for a in range(idx.size):  # sequential, so the result does not depend on chunk
+            if not covered[a]:
+                found.append(start + int(idx[a]))
+                covered |= G[a]
     return np.asarray(found, dtype=np.int64)
 
 

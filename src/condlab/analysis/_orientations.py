@@ -215,7 +215,9 @@ def _cluster_lines(U: np.ndarray, thr: float, min_count: int, chunk: int) -> tup
         # sums already carry the member counts, so sign-align and add them.
         host = nearest_line(means, means[keep], chunk)[0]
         sign = np.sign(np.einsum("ij,ij->i", means, means[keep][host]))
-        centres = _normalize(_add_rows(host, sign[:, None] * sums[alive], len(keep)))
+        merged = np.zeros((len(keep), U.shape[1]))
+        np.add.at(merged, host, sign[:, None] * sums[alive])
+        centres = _normalize(merged)
     else:  # no fixed point within MAX_ITER: labels must still refer to the final centres
         labels = _assign(U, centres, thr, chunk)
     return labels, centres
