@@ -1,25 +1,40 @@
-"""All caps of a layer at once: the answers of the gap rule's tests where rounding cannot matter.
+"""All caps of a layer at once: the answers of the count's tests where rounding cannot matter.
 
-`count_lines` asks the tests of _structures.py (band test, gap split, arc width) about every
-cap of a layer. Here each test is first evaluated for all caps (or all pairs of caps) in a
-few array operations, in another order than _structures.py does it, so with other rounding
-(angles differ by ~1e-12 degrees, ~1e-6 near ill-conditioned atan2 arguments, which are
-flagged). Where every compared quantity clears its threshold by BOUND_MARGIN_DEG, the answer
-is the full test's answer; everything else is left undecided (None) for the full test of
-_structures.py on the same arrays. A principal axis is trusted only where the top two
-eigenvalues of TᵀT are apart by more than AXIS_GAP of the top one (else the axis itself is
-ill-conditioned: undecided).
+`count_lines` asks the tests of _structures.py (band test, gap split, null model, arc width)
+about every cap of a layer. Here each test is evaluated for all caps (or all pairs of caps) in
+a few array operations, in another order than _structures.py uses, so with other rounding:
+mean lines and angles differ from its values by far less than 1e-6 degrees where they are
+well-posed (flagged where not). Where every compared angle clears its threshold by
+MARGIN_DEG, and the null model's p-value stays on one side of NULL_ALPHA when every angle
+moves by MARGIN_DEG either way (it grows with every angle), the answer is the full test's
+answer; every other case is left undecided (-1) for the full test of _structures.py.
+
+Well-posed: a cap's mean line (principal axis) is trusted only where the top two eigenvalues
+of its Gram matrix (of TᵀT) are apart by more than EIG_GAP of the top one, so that the
+eigenvector's rounding stays ~1e-10 rad; an angle from atan2 only where its arguments are
+not both below _TINY.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import bdtrc
 
-from condlab.analysis._structures import _FAR_COS, ARC_DEG, GAP_MARGIN, GAP_MIN_DEG, MERGE_MAX_DEG, MIN_FILL
+from condlab.analysis._structures import (
+    _FAR_COS,
+    ARC_DEG,
+    GAP_MARGIN,
+    GAP_MIN_DEG,
+    MERGE_MAX_DEG,
+    MIN_FILL,
+    NULL_ALPHA,
+    R_MIN_DEG,
+    cap_share,
+)
 
-BOUND_MARGIN_DEG = 1e-4  # far above the rounding of an angle computed in another order
-AXIS_GAP = 1e-6
-_TINY = 1e-6  # atan2 arguments shorter than this: the angle is ill-conditioned, undecided
+MARGIN_DEG = 1e-4  # far above the rounding of an angle computed in another order
+EIG_GAP = 1e-6
+_TINY = 1e-6
 
 
 def _needed(span: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -27,130 +42,133 @@ def _needed(span: np.ndarray, n: np.ndarray) -> np.ndarray:
     return np.maximum(GAP_MIN_DEG, span / (n + 1) * (np.log(n + 1) + GAP_MARGIN))
 
 
-def _max_by(values: np.ndarray, owner: np.ndarray, n_owner: int) -> np.ndarray:
-    """Largest value per owner (-inf where none); owner (r,) in 0..n_owner-1."""
-    out = np.full(n_owner, -np.inf)
-    np.maximum.at(out, owner, values)
-    return out
+def _tri(sure: np.ndarray, value: np.ndarray) -> list[int]:
+    """1 / 0 where sure (value True / False), -1 (undecided) elsewhere."""
+    return np.where(sure, value.astype(np.int64), -1).tolist()
 
 
 class Caps:
-    """The caps (pieces) of one clustering of unit rows U (n, k), their means and decided tests.
+    """The caps (pieces) of one clustering of unit rows U (n, k) and the decided tests.
 
     ``pieces[i]`` = np.flatnonzero(labels == b) for the i-th label b with at least piece_min
-    members, the pieces of `_structures` in its order; ``means`` (c, k) their mean lines,
-    from one stacked eigh (each row the bits of ``mean_line(U[piece])``, a view of stride k as
-    there). ``no_split[i]`` / ``arc[i]``: the answer of split_by_gap (no cut) / is_arc for the
-    whole cap i when decided, else None.
+    members: the pieces of `_structures`, in its order. Per cap, 1 / 0 / -1 (undecided):
+    ``whole`` (split_by_gap leaves it whole), ``arc`` (is_arc), ``condensed`` (chance <=
+    NULL_ALPHA, for m rows in all); ``band_tests(pairs)`` gives `_joined` of pairs of caps.
     """
 
-    def __init__(self, U: np.ndarray, labels: np.ndarray, sizes: np.ndarray, piece_min: int):
+    def __init__(self, U: np.ndarray, labels: np.ndarray, sizes: np.ndarray, piece_min: int, m: int):
         keep = np.flatnonzero(sizes >= piece_min)
         self.pieces: list[np.ndarray] = []
         if keep.size == 0:
             return
-        self.U, self.piece_min, self.sizes = U, piece_min, sizes[keep]
+        c, k = keep.size, U.shape[1]
+        self.piece_min, self.n = piece_min, sizes[keep]
         rank = np.full(len(sizes), -1)
-        rank[keep] = np.arange(keep.size)
+        rank[keep] = np.arange(c)
         rows = np.flatnonzero(labels >= 0)
         owner = rank[labels[rows]]
         rows, owner = rows[owner >= 0], owner[owner >= 0]
         by = np.argsort(owner, kind="stable")  # one sort for all pieces: sorted rows per cap
-        self.rows, self.owner = rows[by], owner[by]
-        self.starts = np.r_[0, np.cumsum(self.sizes)[:-1]]
-        self.pieces = np.split(self.rows, self.starts[1:])
-        self.means = np.linalg.eigh(np.stack([U[p].T @ U[p] for p in self.pieces]))[1][:, :, -1]
-        self._axis_tests()
+        rows, self.owner = rows[by], owner[by]
+        self.starts = np.cumsum(self.n) - self.n
+        self.pieces = np.split(rows, self.starts[1:])
+        X = U[rows]
+        w, V = np.linalg.eigh(np.add.reduceat(np.einsum("ni,nj->nij", X, X), self.starts))
+        self.means = np.ascontiguousarray(V[:, :, -1])
+        self.trusted = (w[:, -1] - w[:, -2] > EIG_GAP * w[:, -1]) if k > 1 else np.ones(c, bool)
+        M = self.means[self.owner]
+        x = np.einsum("ij,ij->i", X, M)
+        self.A = X * np.where(x < 0, -1.0, 1.0)[:, None]  # members aligned to their mean line
+        x = np.abs(x)
+        self.condensed = self._null_model(np.degrees(np.arccos(np.minimum(x, 1.0))), k, m)
+        self.whole, self.arc = [-1] * c, [-1] * c
+        if k > 1:
+            self._axis_tests(x, M)
 
-    def _axis_tests(self) -> None:
-        """no_split and arc of every cap from its members' angles along its principal axis."""
-        c, k = len(self.pieces), self.U.shape[1]
-        self.no_split: list[bool | None] = [None] * c
-        self.arc: list[bool | None] = [None] * c
-        M = np.ascontiguousarray(self.means)[self.owner]
-        X = self.U[self.rows]
-        s = np.sign(np.einsum("ij,ij->i", X, M))
-        self.A = X * np.where(s == 0, 1.0, s)[:, None]  # members aligned to their mean line
+    def _null_model(self, radii: np.ndarray, k: int, m: int) -> list[int]:
+        """chance_p of each cap <= NULL_ALPHA, decided when the angles +- MARGIN_DEG agree."""
         if k < 2:
-            return
-        x = np.einsum("ij,ij->i", self.A, M)
+            return [0] * len(self.n)  # chance_p is 1 in R^1
+        order = np.lexsort((radii, self.owner))
+        pos = np.arange(len(order)) - self.starts[self.owner]
+        later = pos >= 1  # as chance_p: the j-th closest member, j = 2..n
+        r, j = radii[order][later], pos[later] + 1
+        first = self.starts - np.arange(len(self.n))  # where each cap's entries begin in r
+        p = [np.minimum.reduceat(m * bdtrc(j - 2, m - 1, cap_share(2 * np.maximum(r + d, R_MIN_DEG), k)),
+                                 first) for d in (-MARGIN_DEG, MARGIN_DEG)]
+        low, high = np.minimum(1.0, p[0]), np.minimum(1.0, p[1])
+        return _tri(self.trusted & ((high <= NULL_ALPHA) | (low > NULL_ALPHA)), high <= NULL_ALPHA)
+
+    def _axis_tests(self, x: np.ndarray, M: np.ndarray) -> None:
+        """whole and arc of every cap from its members' angles along its principal axis."""
+        c, ms, owner = len(self.n), self.piece_min, self.owner
         T = self.A - x[:, None] * M
         w, V = np.linalg.eigh(np.add.reduceat(np.einsum("ni,nj->nij", T, T), self.starts))
-        y = np.einsum("ij,ij->i", T, V[:, :, -1][self.owner])
+        y = np.einsum("ij,ij->i", T, V[:, :, -1][owner])
         phi = np.degrees(np.arctan2(y, x))
-        trusted = w[:, -1] - w[:, -2] > AXIS_GAP * w[:, -1]
-        trusted &= _max_by(-np.hypot(x, y), self.owner, c) < -_TINY  # every member well-posed
-        order = np.lexsort((phi, self.owner))
-        ps, n = phi[order], self.sizes
-        lo, hi = ps[self.starts], ps[self.starts + n - 1]
-        span = hi - lo
-        # split_by_gap: the widest gap leaving piece_min angles on each side vs needed_gap.
-        ms = self.piece_min
-        pos = np.arange(len(ps)) - self.starts[self.owner[order]]
-        ok = (pos >= ms - 1) & (pos <= n[self.owner[order]] - ms - 1)
-        gaps = np.where(ok[:-1], np.diff(ps), -np.inf)
-        widest = _max_by(gaps, self.owner[order][:-1], c) if len(gaps) else np.full(c, -np.inf)
+        ok = self.trusted & (w[:, -1] - w[:, -2] > EIG_GAP * w[:, -1])
+        tiny = np.zeros(c, bool)
+        tiny[owner[np.hypot(x, y) < _TINY]] = True
+        ok &= ~tiny
+        ps = phi[np.lexsort((phi, owner))]  # sorted within each cap
+        n, last = self.n, self.starts + self.n - 1
+        span = ps[last] - ps[self.starts]
+        # split_by_gap: the widest gap leaving piece_min angles on each side vs needed_gap
+        pos = np.arange(len(ps)) - self.starts[owner]
+        inner = (pos >= ms - 1) & (pos <= n[owner] - ms - 1)
+        widest = np.full(c, -np.inf)
+        np.maximum.at(widest, owner[:-1][inner[:-1]], np.diff(ps)[inner[:-1]])
         needed = _needed(span, n)
-        # is_arc: range, then the 5 %-95 % span (np.quantile's linear interpolation)
+        small = n < 2 * ms  # split_by_gap never cuts so few members
+        self.whole = _tri(small | (ok & (widest + MARGIN_DEG < needed)), np.ones(c, bool))
+        # is_arc: the range first, then the 5 %-95 % span (np.quantile's linear interpolation)
         width = self._quantile(ps, 0.95) - self._quantile(ps, 0.05)
-        for i in range(c):
-            if n[i] < 2 * ms:
-                self.no_split[i] = True  # split_by_gap never cuts so few members
-            elif trusted[i] and abs(widest[i] - needed[i]) > BOUND_MARGIN_DEG and widest[i] < needed[i]:
-                self.no_split[i] = True
-            if trusted[i] and span[i] + BOUND_MARGIN_DEG < ARC_DEG - 1e-6:
-                self.arc[i] = False
-            elif trusted[i] and abs(width[i] - ARC_DEG) > BOUND_MARGIN_DEG:
-                self.arc[i] = bool(width[i] >= ARC_DEG)
+        narrow = span + MARGIN_DEG < ARC_DEG - 1e-6
+        self.arc = _tri(ok & (narrow | (np.abs(width - ARC_DEG) > MARGIN_DEG)), ~narrow & (width >= ARC_DEG))
 
     def _quantile(self, ps: np.ndarray, q: float) -> np.ndarray:
         """q-quantile (c,) of each cap's sorted angles (ps grouped by cap), as np.quantile."""
-        h = (self.sizes - 1) * q
+        h = (self.n - 1) * q
         f = np.floor(h).astype(np.int64)
-        nxt = np.minimum(f + 1, self.sizes - 1)
-        a, b = ps[self.starts + f], ps[self.starts + nxt]
+        a, b = ps[self.starts + f], ps[self.starts + np.minimum(f + 1, self.n - 1)]
         return a + (b - a) * (h - f)
 
-    def band_tests(self, pairs: np.ndarray) -> list[bool | None]:
-        """`_joined` of caps (i, j) for each row of pairs (p, 2) where decided, else None."""
+    def band_tests(self, pairs: np.ndarray) -> list[int]:
+        """`_joined` of caps (i, j) for each row of pairs (p, 2): 1 / 0, or -1 when undecided."""
         if len(pairs) == 0:
             return []
-        M = np.ascontiguousarray(self.means)
-        i, j = pairs[:, 0], pairs[:, 1]
-        dot = np.einsum("ij,ij->i", M[i], M[j])
+        P = len(pairs)
+        ca, cb = self.means[pairs[:, 0]], self.means[pairs[:, 1]]
+        dot = np.einsum("ij,ij->i", ca, cb)
         flip = np.where(dot < 0, -1.0, 1.0)
-        ca, cb = M[i], M[j] * flip[:, None]
+        cb = cb * flip[:, None]
         alpha = np.degrees(np.arccos(np.minimum(1.0, np.abs(dot))))
-        e2 = cb - np.einsum("ij,ij->i", cb, ca)[:, None] * ca
+        e2 = cb - np.abs(dot)[:, None] * ca
         e2 /= np.linalg.norm(e2, axis=1, keepdims=True)
-        # each pair's rows: cap i aligned to ca, cap j aligned to cb (= its own mean, flipped)
-        seg = pairs.ravel()  # segments: cap i, cap j of pair 0, then of pair 1, ...
-        length = self.sizes[seg]
-        first = np.cumsum(length) - length
-        idx = np.repeat(self.starts[seg] - first, length) + np.arange(length.sum())
-        q = np.repeat(np.arange(2 * len(pairs)) // 2, length)
-        sgn = np.repeat(np.stack([np.ones(len(pairs)), flip], axis=1).ravel(), length)
-        R = self.A[idx] * sgn[:, None]
+        # each pair's rows: cap i aligned to ca, cap j aligned to its own mean, flipped to cb
+        seg = pairs.ravel()
+        length = self.n[seg]
+        idx = np.repeat(self.starts[seg] - (np.cumsum(length) - length), length) + np.arange(length.sum())
+        q = np.repeat(np.arange(2 * P) // 2, length)
+        R = self.A[idx] * np.repeat(np.stack([np.ones(P), flip], axis=1).ravel(), length)[:, None]
         x, y = np.einsum("ij,ij->i", R, ca[q]), np.einsum("ij,ij->i", R, e2[q])
         phi = np.degrees(np.arctan2(y, x))
         a = alpha[q]
-        near = np.minimum.reduce([np.abs(phi), np.abs(phi - a), np.abs(phi - a / 4), np.abs(phi - 3 * a / 4)])
-        unsure = (near < BOUND_MARGIN_DEG) | (np.hypot(x, y) < _TINY)
+        close = np.minimum.reduce([np.abs(phi - t) for t in (0.0, a, a / 4, 3 * a / 4)])
+        doubt = np.bincount(q[(close <= MARGIN_DEG) | (np.hypot(x, y) < _TINY)], minlength=P) > 0
         inside = (phi > 0) & (phi < a)
-        n_in = np.bincount(q[inside], minlength=len(pairs))
-        middle = np.bincount(q[inside & (phi > a / 4) & (phi < 3 * a / 4)], minlength=len(pairs))
-        filled = middle >= np.maximum(2, MIN_FILL * n_in)
+        n_in = np.bincount(q[inside], minlength=P)
+        middle = np.bincount(q[inside & (phi > a / 4) & (phi < 3 * a / 4)], minlength=P)
         # the band: 0, alpha and the angles inside, sorted per pair; its widest gap
-        vals = np.concatenate([phi[inside], np.zeros(len(pairs)), alpha])
-        who = np.concatenate([q[inside], np.arange(len(pairs)), np.arange(len(pairs))])
+        vals = np.concatenate([phi[inside], np.zeros(P), alpha])
+        who = np.concatenate([q[inside], np.arange(P), np.arange(P)])
         o = np.lexsort((vals, who))
         v, w = vals[o], who[o]
+        widest = np.full(P, -np.inf)
         same = w[1:] == w[:-1]
-        widest = _max_by(np.where(same, np.diff(v), -np.inf), w[:-1], len(pairs))
+        np.maximum.at(widest, w[1:][same], np.diff(v)[same])
         needed = _needed(alpha, n_in)
-        doubt = np.bincount(q[unsure], minlength=len(pairs)) > 0
-        doubt |= (np.abs(widest - needed) <= BOUND_MARGIN_DEG) | (alpha < 1e-3)
-        doubt |= np.abs(dot) < _FAR_COS  # not a pair merge_by_band tests: leave it to _joined
-        doubt |= np.abs(alpha - MERGE_MAX_DEG) <= BOUND_MARGIN_DEG
-        joined = filled & (widest < needed) & (alpha <= MERGE_MAX_DEG)
-        return [None if doubt[p] else bool(joined[p]) for p in range(len(pairs))]
+        doubt |= (np.abs(widest - needed) <= MARGIN_DEG) | (alpha < 1e-3) | (np.abs(dot) < _FAR_COS)
+        doubt |= (np.abs(alpha - MERGE_MAX_DEG) <= MARGIN_DEG) | ~self.trusted[pairs].all(axis=1)
+        joined = (middle >= np.maximum(2, MIN_FILL * n_in)) & (widest < needed) & (alpha <= MERGE_MAX_DEG)
+        return _tri(~doubt, joined)

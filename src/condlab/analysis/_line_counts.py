@@ -25,7 +25,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-from scipy.special import bdtrc
 
 from condlab.analysis._cosine import DEFAULT_CHUNK
 from condlab.analysis._count_caps import Caps
@@ -37,7 +36,7 @@ from condlab.analysis._orientations import (
     _min_count,
     _prepare,
 )
-from condlab.analysis._structures import _FAR_COS, NULL_ALPHA, R_MIN_DEG, Groups, _joined, cap_share, split_by_gap
+from condlab.analysis._structures import _FAR_COS, NULL_ALPHA, Groups, _joined, split_by_gap
 
 
 def count_lines(
@@ -65,30 +64,28 @@ def _count(U: np.ndarray, thr: float, min_count: int, chunk: int) -> int:
     if min_count == 1:  # every cap is a line of its own: no gap rule, null model or arcs
         return int(np.count_nonzero(sizes >= 1))
     piece_min = max(2, (min_count + 1) // 2)
-    caps = Caps(U, labels, sizes, piece_min)
-    if not caps.pieces:
-        return 0
+    caps = Caps(U, labels, sizes, piece_min, len(U))
     G = Groups(U)
-    for p, mean in zip(caps.pieces, caps.means, strict=True):
-        G.know_mean(p, mean)
     groups = []  # (rows, its cap, or -1 where the merge or a split made a new group)
     for members in _merged(G, caps):
-        if len(members) == 1 and caps.no_split[members[0]]:
-            groups.append((caps.pieces[members[0]], members[0]))
+        i = members[0]
+        if len(members) == 1 and caps.whole[i] == 1:
+            groups.append((caps.pieces[i], i))
             continue
-        rows = caps.pieces[members[0]] if len(members) == 1 else np.sort(
-            np.concatenate([caps.pieces[i] for i in members]))
+        rows = caps.pieces[i] if len(members) == 1 else \
+            np.sort(np.concatenate([caps.pieces[j] for j in members]))
         parts = split_by_gap(G, rows, piece_min)
-        groups += [(g, members[0] if len(parts) == 1 and len(members) == 1 else -1) for g in parts]
-    groups = [(g, i) for g, i in groups if len(g) >= min_count]
-    passed = _chance_many(G, [g for g, _ in groups], len(U)) <= NULL_ALPHA
-    return sum(1 for (g, i), ok in zip(groups, passed, strict=True) if ok and not _is_arc(G, caps, g, i))
-
-
-def _is_arc(G: Groups, caps: Caps, g: np.ndarray, i: int) -> bool:
-    """G.is_arc(g), decided by the caps' axis angles when g is cap i (i >= 0) and they can."""
-    known = caps.arc[i] if i >= 0 else None
-    return G.is_arc(g) if known is None else known
+        groups += [(g, i if len(parts) == 1 and len(members) == 1 else -1) for g in parts]
+    lines = 0
+    for g, i in groups:
+        if len(g) < min_count:
+            continue
+        condensed = caps.condensed[i] if i >= 0 else -1
+        if condensed == 0 or (condensed == -1 and G.chance(g, len(U)) > NULL_ALPHA):
+            continue
+        arc = caps.arc[i] if i >= 0 else -1
+        lines += not (arc == 1 or (arc == -1 and G.is_arc(g)))
+    return lines
 
 
 def _merged(G: Groups, caps: Caps) -> list[list[int]]:
@@ -108,30 +105,14 @@ def _merged(G: Groups, caps: Caps) -> list[list[int]]:
         return i
 
     if c > 1:
-        means = np.ascontiguousarray(caps.means)
-        pairs = np.argwhere(np.triu(np.abs(means @ means.T) >= _FAR_COS, 1))  # row-major: i, then j
+        pairs = np.argwhere(np.triu(np.abs(caps.means @ caps.means.T) >= _FAR_COS, 1))  # i, then j
         for (i, j), known in zip(pairs.tolist(), caps.band_tests(pairs), strict=True):
             if root(i) == root(j):
                 continue
-            if known if known is not None else _joined(G, caps.pieces[i], caps.pieces[j],
-                                                       caps.means[i], caps.means[j]):
+            a, b = caps.pieces[i], caps.pieces[j]
+            if known == 1 or (known == -1 and _joined(G, a, b, G.mean(a), G.mean(b))):
                 parent[root(j)] = root(i)
     groups: dict[int, list[int]] = {}
     for i in range(c):
         groups.setdefault(root(i), []).append(i)
     return list(groups.values())
-
-
-def _chance_many(G: Groups, groups: list[np.ndarray], m: int) -> np.ndarray:
-    """``[G.chance(g, m) for g in groups]`` with one scipy call for all groups (n_groups,)."""
-    U = G.U
-    if not groups or U.shape[1] < 2:
-        return np.ones(len(groups))
-    k = U.shape[1]
-    # As _chance, group by group: the angles of each group's rows to its mean line, sorted.
-    r = [np.sort(np.degrees(np.arccos(np.clip(np.abs(U[g] @ G.mean(g)), 0.0, 1.0)))) for g in groups]
-    P = cap_share(2 * np.maximum(np.concatenate([x[1:] for x in r]), R_MIN_DEG), k)
-    j = np.concatenate([np.arange(2, len(g) + 1) for g in groups])
-    p = m * bdtrc(j - 2, m - 1, P)
-    starts = np.r_[0, np.cumsum([len(g) - 1 for g in groups])[:-1]]
-    return np.minimum(1.0, np.minimum.reduceat(p, starts))
