@@ -144,7 +144,8 @@ class Caps:
         cb = cb * flip[:, None]
         alpha = np.degrees(np.arccos(np.minimum(1.0, np.abs(dot))))
         e2 = cb - np.abs(dot)[:, None] * ca
-        e2 /= np.linalg.norm(e2, axis=1, keepdims=True)
+        # a pair on one line (alpha ~ 0) has no plane: left to _joined below (alpha < 1e-3)
+        e2 /= np.maximum(np.linalg.norm(e2, axis=1, keepdims=True), 1e-300)
         # each pair's rows: cap i aligned to ca, cap j aligned to its own mean, flipped to cb
         seg = pairs.ravel()
         length = self.n[seg]
