@@ -13,6 +13,15 @@ same bits):
   first written (copied below) on every pair of pieces of those layers, and so does the merge.
 * The line sums without a sparse matrix equal the sparse product; the one-block nearest line
   equals the blocked loop.
+* ``count_lines`` equals ``count_orientations(W, sweep=()).n_lines`` on trained Fig. 3 layers
+  (every snapshot, epochs 0-1000, of 8 runs: 2 learning rates x 2 init stds x 2 seeds), at the
+  default and at shifted thresholds (cos_threshold 0.93 / 0.97, min_share 0.1), and on layers
+  built to sit at the rules' edges (caps near MERGE_MAX_DEG apart, gaps near GAP_MIN_DEG,
+  arcs near ARC_DEG wide); every layer must agree.
+* Each answer `Caps` decides without the full test (band test, gap split, null model, arc)
+  is the full test's answer, on every cap and pair of caps of those layers; and the shortcuts
+  decide most of them (>= 80 %: otherwise the fast path is not exercised).
+* The amplitude reference read from the canonical order equals np.quantile.
 """
 
 from __future__ import annotations
@@ -26,19 +35,24 @@ import scipy.sparse as sp
 from _planted import random_lines
 from condlab.analysis import count_orientations
 from condlab.analysis._cosine import _nearest_blocked, nearest_line
+from condlab.analysis._count_caps import Caps
 from condlab.analysis._line_counts import count_lines, count_lines_many
-from condlab.analysis._orientations import _cluster_lines, _line_sums, _prepare
+from condlab.analysis._orientations import _amplitude_reference, _cluster_lines, _line_sums, _prepare, _ranked
 from condlab.analysis._structures import (
+    _FAR_COS,
     ARC_DEG,
     MERGE_MAX_DEG,
+    NULL_ALPHA,
     Groups,
     _aligned,
+    _joined,
     axis_angles,
     chance_p,
     joined_by_band,
     mean_line,
     merge_by_band,
     needed_gap,
+    split_by_gap,
     width_deg,
 )
 
@@ -178,3 +192,132 @@ def test_nearest_line_keeps_nan_rows_unassigned():
     U = np.array([[1.0, 0.0], [np.nan, np.nan], [0.0, 1.0]])
     labels, best = nearest_line(U, np.array([[0.0, 1.0]]))
     assert labels.tolist() == [0, -1, 0] and best[1] == -np.inf
+
+
+# --- trained layers, edge layers, and the shortcuts of the fast count -------------------------
+
+THRESHOLDS = [{}, {"cos_threshold": 0.93}, {"cos_threshold": 0.97}, {"min_share": 0.1}]
+
+
+@pytest.fixture(scope="module")
+def trained_layers() -> list[np.ndarray]:
+    """Every snapshot (epochs 0, 100, ..., 1000) of layer 1 (50, 6) of 8 fig3 runs."""
+    import condlab
+
+    cfg = condlab.preset("fig3").with_overrides([
+        "train.lr=[0.001,0.002]", "model.init_std=[0.005,0.01]", "train.seeds=[0,1]",
+        "train.epochs=1000", "train.snapshots=every:100"])
+    runs = condlab.train(cfg, progress=False).runs
+    return [np.asarray(w) for run in runs for w in run.weights["layer1"]]
+
+
+def _edge_layer(seed: int) -> np.ndarray:
+    """Layers whose caps sit near the rules' edges: two lines ~MERGE_MAX_DEG apart with rows
+    between them, two clusters a gap of ~GAP_MIN_DEG apart, or an arc ~ARC_DEG wide."""
+    rng = np.random.default_rng(1000 + seed)
+    k = int(rng.integers(2, 7))
+    e1, e2 = random_lines(rng, 2, k, 0.0)
+    e2 = e2 - (e2 @ e1) * e1
+    e2 /= np.linalg.norm(e2)
+    kind = seed % 3
+    if kind == 0:  # two lines MERGE_MAX_DEG +- 1 degree apart, a few rows in the band
+        sep = MERGE_MAX_DEG + rng.uniform(-1.0, 1.0)
+        phi = np.concatenate([rng.normal(0, 2, 20), rng.normal(sep, 2, 20), rng.uniform(0, sep, 4)])
+    elif kind == 1:  # one cap cut by an empty band of about GAP_MIN_DEG
+        gap = 4.0 + rng.uniform(-0.5, 0.5)
+        phi = np.concatenate([rng.uniform(-8, 0, 15), rng.uniform(gap, gap + 8, 15)])
+    else:  # an arc about ARC_DEG wide (its 5-95 % span)
+        half = ARC_DEG / 0.9 / 2 + rng.uniform(-1.0, 1.0)
+        phi = rng.uniform(-half, half, 40)
+    phi = np.radians(phi)
+    W = np.outer(np.cos(phi), e1) + np.outer(np.sin(phi), e2)
+    W += np.radians(0.5) * rng.standard_normal(W.shape) / math.sqrt(k)
+    W = np.concatenate([W, rng.standard_normal((6, k))])  # a few scattered rows
+    return W * rng.choice([-1.0, 1.0], (len(W), 1)) * rng.uniform(0.5, 2.0, (len(W), 1))
+
+
+EDGE_SEEDS = range(60)
+
+
+def test_count_lines_equals_count_orientations_on_trained_layers(trained_layers):
+    assert len(trained_layers) == 88
+    for kwargs in THRESHOLDS:
+        fast = [count_lines(W, **kwargs) for W in trained_layers]
+        assert fast == [count_orientations(W, sweep=(), **kwargs).n_lines for W in trained_layers]
+    assert len(set(fast)) > 1  # the layers are not all alike (e.g. all 0 lines)
+
+
+@pytest.mark.parametrize("seed", EDGE_SEEDS)
+def test_count_lines_equals_count_orientations_at_the_edges(seed):
+    W = _edge_layer(seed)
+    for kwargs in THRESHOLDS:
+        assert count_lines(W, **kwargs) == count_orientations(W, sweep=(), **kwargs).n_lines
+
+
+def _check_caps(U: np.ndarray, thr: float, min_count: int) -> tuple[int, int]:
+    """Assert each answer Caps decides equals the full test's; (decided, asked)."""
+    labels = _cluster_lines(U, thr, min_count, 4096)[0]
+    sizes = np.bincount(labels[labels >= 0]) if np.any(labels >= 0) else np.zeros(0, np.int64)
+    piece_min = max(2, (min_count + 1) // 2)
+    caps, G = Caps(U, labels, sizes, piece_min, len(U)), Groups(U)
+    decided = asked = 0
+    for i, p in enumerate(caps.pieces):
+        assert np.array_equal(p, np.flatnonzero(labels == np.flatnonzero(sizes >= piece_min)[i]))
+        full = {"whole": len(split_by_gap(G, p, piece_min)) == 1, "arc": G.is_arc(p),
+                "condensed": G.chance(p, len(U)) <= NULL_ALPHA}
+        for name, answer in full.items():
+            known = getattr(caps, name)[i]
+            assert known in (-1, int(answer)), (name, i)
+            decided, asked = decided + (known != -1), asked + 1
+    if len(caps.pieces) > 1:  # the pairs merge_by_band tests: centres within MERGE_MAX_DEG
+        pairs = np.argwhere(np.triu(np.abs(caps.means @ caps.means.T) >= _FAR_COS, 1))
+        for (i, j), known in zip(pairs.tolist(), caps.band_tests(pairs), strict=True):
+            a, b = caps.pieces[i], caps.pieces[j]
+            full = _joined(G, a, b, G.mean(a), G.mean(b))
+            assert known in (-1, int(full)), (i, j)
+            decided, asked = decided + (known != -1), asked + 1
+    return decided, asked
+
+
+def test_caps_decide_only_what_the_full_tests_say(trained_layers):
+    decided = asked = 0
+    layers = trained_layers + [_edge_layer(s) for s in EDGE_SEEDS] + [_layer(s)[0] for s in SEEDS]
+    for W in layers:
+        for thr, share in ((0.95, 0.05), (0.93, 0.05), (0.97, 0.1)):
+            order, U = _prepare(W, thr, 0.1)[4:]
+            mc = max(2, math.ceil(share * len(order) - 1e-9))
+            d, a = _check_caps(U, thr, mc)
+            decided, asked = decided + d, asked + a
+    assert asked > 5000 and decided >= 0.8 * asked, (decided, asked)
+
+
+def test_amplitude_reference_from_the_canonical_order_equals_np_quantile():
+    rng = np.random.default_rng(7)
+    for t in range(2000):
+        m = int(rng.integers(1, 200))
+        W = rng.standard_normal((m, int(rng.integers(1, 7)))) * rng.choice([1e-3, 1.0, 1e3], (m, 1))
+        if t % 3 == 0:
+            W[rng.integers(0, m, m // 2)] = W[0]  # ties
+        if t % 5 == 0:
+            W[rng.integers(0, m, m // 3)] = 0.0  # zero rows
+        amp = np.linalg.norm(W, axis=1)
+        U = np.nan_to_num(W / amp.clip(1e-300)[:, None])
+        assert _amplitude_reference(amp, _ranked(U, amp)) == _amplitude_reference(amp)
+
+
+@pytest.mark.slow
+def test_count_lines_equals_count_orientations_on_thousands_of_layers(trained_layers):
+    """The same claim on 3000 random layers and 2816 trained ones (256 fig3 runs x 11 snapshots)."""
+    import condlab
+
+    for seed in range(3000):
+        W, kwargs = _layer(10_000 + seed)
+        assert count_lines(W, **kwargs) == count_orientations(W, sweep=(), **kwargs).n_lines, seed
+    lrs = [1e-3 * 1.25**i for i in range(8)]
+    stds = [0.005 * 1.25**i for i in range(8)]
+    cfg = condlab.preset("fig3").with_overrides([
+        f"train.lr={lrs}", f"model.init_std={stds}", "train.seeds=[0,1,2,3]",
+        "train.epochs=1000", "train.snapshots=every:100"])
+    for run in condlab.train(cfg, progress=False).runs:
+        for W in run.weights["layer1"]:
+            assert count_lines(W) == count_orientations(W, sweep=()).n_lines

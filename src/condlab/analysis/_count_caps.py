@@ -58,10 +58,14 @@ class Caps:
 
     def __init__(self, U: np.ndarray, labels: np.ndarray, sizes: np.ndarray, piece_min: int, m: int):
         keep = np.flatnonzero(sizes >= piece_min)
-        self.pieces: list[np.ndarray] = []
-        if keep.size == 0:
-            return
         c, k = keep.size, U.shape[1]
+        self.pieces: list[np.ndarray] = []
+        self.means = np.zeros((0, k))
+        self.whole: list[int] = []
+        self.arc: list[int] = []
+        self.condensed: list[int] = []
+        if c == 0:
+            return
         self.piece_min, self.n = piece_min, sizes[keep]
         rank = np.full(len(sizes), -1)
         rank[keep] = np.arange(c)
