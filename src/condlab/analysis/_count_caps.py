@@ -29,6 +29,7 @@ from condlab.analysis._structures import (
     MIN_FILL,
     NULL_ALPHA,
     R_MIN_DEG,
+    SPLIT_DEPTH,
     cap_share,
 )
 
@@ -47,36 +48,33 @@ def _tri(sure: np.ndarray, value: np.ndarray) -> list[int]:
     return np.where(sure, value.astype(np.int64), -1).tolist()
 
 
-class Caps:
-    """The caps (pieces) of one clustering of unit rows U (n, k) and the decided tests.
+class Batch:
+    """Groups of unit rows of U (n, k), each a sorted index array of >= 2 rows, and their tests.
 
-    ``pieces[i]`` = np.flatnonzero(labels == b) for the i-th label b with at least piece_min
-    members: the pieces of `_structures`, in its order. Per cap, 1 / 0 / -1 (undecided):
-    ``whole`` (split_by_gap leaves it whole), ``arc`` (is_arc), ``condensed`` (chance <=
-    NULL_ALPHA, for m rows in all); ``band_tests(pairs)`` gives `_joined` of pairs of caps.
+    Per group, 1 / 0 / -1 (undecided): ``whole`` (split_by_gap at ``depth`` leaves it whole),
+    ``arc`` (is_arc), ``condensed`` (chance <= NULL_ALPHA, for m rows in all); ``split[i]``,
+    when split_by_gap surely cuts group i, its two parts (the cut of split_by_gap: angles
+    below / above the middle of the widest gap, which is at least GAP_MIN_DEG wide), else None.
+    ``means`` (c, k): the groups' mean lines, up to rounding (``trusted`` where well-posed).
     """
 
-    def __init__(self, U: np.ndarray, labels: np.ndarray, sizes: np.ndarray, piece_min: int, m: int):
-        keep = np.flatnonzero(sizes >= piece_min)
-        c, k = keep.size, U.shape[1]
-        self.pieces: list[np.ndarray] = []
+    def __init__(self, U: np.ndarray, groups: list[np.ndarray], piece_min: int, m: int,
+                 depth: np.ndarray | None = None):
+        c, k = len(groups), U.shape[1]
+        self.groups, self.piece_min = groups, piece_min
         self.means = np.zeros((0, k))
         self.whole: list[int] = []
         self.arc: list[int] = []
         self.condensed: list[int] = []
+        self.split: list[tuple[np.ndarray, np.ndarray] | None] = [None] * c
         if c == 0:
             return
-        self.piece_min, self.n = piece_min, sizes[keep]
-        rank = np.full(len(sizes), -1)
-        rank[keep] = np.arange(c)
-        rows = np.flatnonzero(labels >= 0)
-        owner = rank[labels[rows]]
-        rows, owner = rows[owner >= 0], owner[owner >= 0]
-        by = np.argsort(owner, kind="stable")  # one sort for all pieces: sorted rows per cap
-        rows, self.owner = rows[by], owner[by]
+        self.depth = np.zeros(c, np.int64) if depth is None else depth
+        self.n = np.array([len(g) for g in groups])
         self.starts = np.cumsum(self.n) - self.n
-        self.pieces = np.split(rows, self.starts[1:])
-        X = U[rows]
+        self.rows = np.concatenate(groups)
+        self.owner = np.repeat(np.arange(c), self.n)
+        X = U[self.rows]
         w, V = np.linalg.eigh(np.add.reduceat(np.einsum("ni,nj->nij", X, X), self.starts))
         self.means = np.ascontiguousarray(V[:, :, -1])
         self.trusted = (w[:, -1] - w[:, -2] > EIG_GAP * w[:, -1]) if k > 1 else np.ones(c, bool)
@@ -123,8 +121,21 @@ class Caps:
         widest = np.full(c, -np.inf)
         np.maximum.at(widest, owner[:-1][inner[:-1]], np.diff(ps)[inner[:-1]])
         needed = _needed(span, n)
-        small = n < 2 * ms  # split_by_gap never cuts so few members
+        small = (n < 2 * ms) | (self.depth >= SPLIT_DEPTH)  # split_by_gap leaves these whole
         self.whole = _tri(small | (ok & (widest + MARGIN_DEG < needed)), np.ones(c, bool))
+        # a sure cut: the widest gap clears needed_gap and every other gap by the margin
+        d_owner, gaps = owner[:-1][inner[:-1]], np.diff(ps)[inner[:-1]]
+        top = gaps >= widest[d_owner] - MARGIN_DEG
+        unique = np.bincount(d_owner[top], minlength=c) == 1
+        cuts = ~small & ok & unique & (widest - MARGIN_DEG >= needed)
+        if cuts.any():
+            at = np.flatnonzero(inner[:-1])[top]  # sorted position of each group's widest gap
+            cut = np.full(c, np.nan)
+            cut[d_owner[top]] = (ps[at] + ps[at + 1]) / 2
+            left = phi < cut[owner]
+            for i in np.flatnonzero(cuts).tolist():
+                sl = slice(self.starts[i], self.starts[i] + n[i])
+                self.split[i] = (self.rows[sl][left[sl]], self.rows[sl][~left[sl]])
         # is_arc: the range first, then the 5 %-95 % span (np.quantile's linear interpolation)
         width = self._quantile(ps, 0.95) - self._quantile(ps, 0.05)
         narrow = span + MARGIN_DEG < ARC_DEG - 1e-6
@@ -136,6 +147,25 @@ class Caps:
         f = np.floor(h).astype(np.int64)
         a, b = ps[self.starts + f], ps[self.starts + np.minimum(f + 1, self.n - 1)]
         return a + (b - a) * (h - f)
+
+
+
+class Caps(Batch):
+    """The caps (pieces) of one clustering of U (n, k), as a Batch, and their band tests.
+
+    ``groups[i]`` = np.flatnonzero(labels == b) for the i-th label b with at least piece_min
+    members: the pieces of `_structures`, in its order.
+    """
+
+    def __init__(self, U: np.ndarray, labels: np.ndarray, sizes: np.ndarray, piece_min: int, m: int):
+        keep = np.flatnonzero(sizes >= piece_min)
+        rank = np.full(len(sizes), -1)
+        rank[keep] = np.arange(keep.size)
+        rows = np.flatnonzero(labels >= 0)
+        owner = rank[labels[rows]]
+        rows, owner = rows[owner >= 0], owner[owner >= 0]
+        rows = rows[np.argsort(owner, kind="stable")]  # one sort: each piece's rows, ascending
+        super().__init__(U, np.split(rows, np.cumsum(sizes[keep])[:-1]) if keep.size else [], piece_min, m)
 
     def band_tests(self, pairs: np.ndarray) -> list[int]:
         """`_joined` of caps (i, j) for each row of pairs (p, 2): 1 / 0, or -1 when undecided."""

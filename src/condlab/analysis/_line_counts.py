@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from condlab.analysis._cosine import DEFAULT_CHUNK
-from condlab.analysis._count_caps import Caps
+from condlab.analysis._count_caps import Batch, Caps
 from condlab.analysis._orientations import (
     AMPLITUDE_RATIO,
     COS_THRESHOLD,
@@ -63,27 +63,39 @@ def _count(U: np.ndarray, thr: float, min_count: int, chunk: int) -> int:
     sizes = np.bincount(labels[labels >= 0]) if np.any(labels >= 0) else np.zeros(0, np.int64)
     if min_count == 1:  # every cap is a line of its own: no gap rule, null model or arcs
         return int(np.count_nonzero(sizes >= 1))
-    piece_min = max(2, (min_count + 1) // 2)
-    caps = Caps(U, labels, sizes, piece_min, len(U))
-    G = Groups(U)
-    groups = []  # (rows, its cap, or -1 where the merge or a split made a new group)
-    for members in _merged(G, caps):
-        i = members[0]
-        if len(members) == 1 and caps.whole[i] == 1:
-            groups.append((caps.pieces[i], i))
-            continue
-        rows = caps.pieces[i] if len(members) == 1 else \
-            np.sort(np.concatenate([caps.pieces[j] for j in members]))
-        parts = split_by_gap(G, rows, piece_min)
-        groups += [(g, i if len(parts) == 1 and len(members) == 1 else -1) for g in parts]
+    piece_min, m = max(2, (min_count + 1) // 2), len(U)
+    caps, G = Caps(U, labels, sizes, piece_min, m), Groups(U)
+    final: list[tuple[np.ndarray, int, int]] = []  # (rows, condensed, arc), -1: undecided
+    unions = _merged(G, caps)
+    todo = [members[0] for members in unions if len(members) == 1]  # caps left alone
+    # groups of several caps: measured in the next batch, from depth 0
+    merged = [np.sort(np.concatenate([caps.groups[i] for i in members]))
+              for members in unions if len(members) > 1]
+    batch, depth = caps, np.zeros(len(caps.groups), np.int64)
+    while True:  # split_by_gap, breadth first: each round measures all groups of one depth at once
+        parts, part_depth = [], []
+        for i in todo:
+            rows = batch.groups[i]
+            if batch.whole[i] == 1:
+                final.append((rows, batch.condensed[i], batch.arc[i]))
+            elif batch.split[i] is not None:  # split_by_gap's first cut: go on with the parts
+                parts += batch.split[i]
+                part_depth += [depth[i] + 1] * 2
+            else:
+                cut = split_by_gap(G, rows, piece_min, int(depth[i]))  # undecided: the full test
+                final += [(rows, batch.condensed[i], batch.arc[i])] if len(cut) == 1 else \
+                    [(g, -1, -1) for g in cut]
+        parts, part_depth = merged + parts, [0] * len(merged) + part_depth
+        merged = []
+        if not parts:
+            break
+        depth = np.array(part_depth, dtype=np.int64)
+        batch = Batch(U, parts, piece_min, m, depth)
+        todo = list(range(len(parts)))
     lines = 0
-    for g, i in groups:
-        if len(g) < min_count:
+    for g, condensed, arc in final:
+        if len(g) < min_count or condensed == 0 or (condensed == -1 and G.chance(g, m) > NULL_ALPHA):
             continue
-        condensed = caps.condensed[i] if i >= 0 else -1
-        if condensed == 0 or (condensed == -1 and G.chance(g, len(U)) > NULL_ALPHA):
-            continue
-        arc = caps.arc[i] if i >= 0 else -1
         lines += not (arc == 1 or (arc == -1 and G.is_arc(g)))
     return lines
 
@@ -95,7 +107,7 @@ def _merged(G: Groups, caps: Caps) -> list[list[int]]:
     than MERGE_MAX_DEG are never joined); each band test is answered by `Caps.band_tests`
     where it decides, else by `_joined` on the same arrays as merge_by_band.
     """
-    c = len(caps.pieces)
+    c = len(caps.groups)
     parent = list(range(c))
 
     def root(i: int) -> int:
@@ -109,7 +121,7 @@ def _merged(G: Groups, caps: Caps) -> list[list[int]]:
         for (i, j), known in zip(pairs.tolist(), caps.band_tests(pairs), strict=True):
             if root(i) == root(j):
                 continue
-            a, b = caps.pieces[i], caps.pieces[j]
+            a, b = caps.groups[i], caps.groups[j]
             if known == 1 or (known == -1 and _joined(G, a, b, G.mean(a), G.mean(b))):
                 parent[root(j)] = root(i)
     groups: dict[int, list[int]] = {}
