@@ -155,7 +155,7 @@ class Orientations:
 def _line_sums(U: np.ndarray, labels: np.ndarray, centres: np.ndarray, n: int) -> np.ndarray:
     """(n, k) sums of members' unit rows, each flipped to the side of its centre."""
     rows = np.flatnonzero(labels >= 0)
-    Ur, lab = U[rows], labels[rows]
+    Ur, lab = (U, labels) if rows.size == len(labels) else (U[rows], labels[rows])
     sign = np.sign(np.einsum("ij,ij->i", Ur, centres[lab]))
     return _add_rows(lab, sign[:, None] * Ur, n)
 
@@ -174,7 +174,8 @@ def _add_rows(index: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
 
 
 def _normalize(V: np.ndarray) -> np.ndarray:
-    return V / np.linalg.norm(V, axis=1, keepdims=True)
+    # np.linalg.norm(V, axis=1, keepdims=True) of a real array, without its checks: the same bits
+    return V / np.sqrt(np.add.reduce(V * V, axis=1, keepdims=True))
 
 
 def _seed_centres(U: np.ndarray, thr: float, min_count: int, chunk: int) -> np.ndarray:
@@ -201,7 +202,7 @@ def _cluster_lines(U: np.ndarray, thr: float, min_count: int, chunk: int) -> tup
     labels = np.full(U.shape[0], -2, dtype=np.int64)
     for _ in range(MAX_ITER):
         new = _assign(U, centres, thr, chunk)
-        if np.array_equal(new, labels):
+        if (new == labels).all():  # np.array_equal of two (n,) arrays
             break
         labels = new
         sizes = np.bincount(labels[labels >= 0], minlength=len(centres))
@@ -211,6 +212,11 @@ def _cluster_lines(U: np.ndarray, thr: float, min_count: int, chunk: int) -> tup
         alive = alive[np.argsort(-sizes[alive], kind="stable")]
         means = _normalize(sums[alive])
         keep = leaders(means, thr, chunk)
+        if len(keep) == len(alive):
+            # Nothing to fold (every centre leads, so each is its own nearest leader, sign +1):
+            # what np.add.at below adds to zeros, 0.0 + 1.0 * sums, is sums + 0.0.
+            centres = _normalize(sums[alive] + 0.0)
+            continue
         # Fold every dropped centre into its nearest surviving one, weighted by size:
         # sums already carry the member counts, so sign-align and add them.
         host = nearest_line(means, means[keep], chunk)[0]
