@@ -26,12 +26,15 @@ from typing import Any
 
 import numpy as np
 
+from condlab.analysis._cluster_jit import cluster_labels
 from condlab.analysis._cosine import DEFAULT_CHUNK
 from condlab.analysis._count_caps import Batch, Caps
 from condlab.analysis._orientations import (
     AMPLITUDE_RATIO,
     COS_THRESHOLD,
+    MAX_ITER,
     MIN_SHARE,
+    SEED_ROWS,
     _cluster_lines,
     _min_count,
     _prepare,
@@ -59,7 +62,9 @@ def count_lines_many(layers: Iterable[Any], **count_kwargs: Any) -> list[int]:
 
 def _count(U: np.ndarray, thr: float, min_count: int, chunk: int) -> int:
     """``len(_structures(U, thr, min_count, chunk)[0])`` for canonical unit rows U (n, k)."""
-    labels = _cluster_lines(U, thr, min_count, chunk)[0]
+    labels = cluster_labels(U, thr, min_count, SEED_ROWS, MAX_ITER)
+    if labels is None:  # numba missing, or a decision too close to call in another order
+        labels = _cluster_lines(U, thr, min_count, chunk)[0]
     sizes = np.bincount(labels[labels >= 0]) if np.any(labels >= 0) else np.zeros(0, np.int64)
     if min_count == 1:  # every cap is a line of its own: no gap rule, null model or arcs
         return int(np.count_nonzero(sizes >= 1))

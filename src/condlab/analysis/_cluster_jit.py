@@ -1,0 +1,176 @@
+"""`_cluster_lines` compiled (numba), with every decision checked against rounding.
+
+The clustering of _orientations.py (leader pass, assignment to the nearest centre by |cos|,
+sign-aligned sums, centre merge by a second leader pass, fixed point) is a sequence of
+decisions: |cos| >= thr, which centre is nearest, which sign. Here the same sequence runs in
+compiled loops whose sums are added in another order than numpy's BLAS calls, so every cosine
+may differ from numpy's by ~1e-15 (sums of at most n unit rows: < 1e-12 for n <= 10^4). Each
+decision is therefore taken only when it clears its threshold, or the runner-up, by MARGIN
+(1e-9, far above that); the first decision that does not (a row at |cos| ~ thr, two centres
+at nearly the same |cos| to a row: ties, duplicate rows in symmetric designs) stops the
+compiled pass, and the caller runs `_cluster_lines` itself. Where the pass completes, every
+decision is the one numpy takes, so the labels are the same integers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:
+    import numba
+except ImportError:  # numba is a dependency; without it, counts use _cluster_lines alone
+    numba = None
+
+MARGIN = 1e-9
+
+
+def _leaders(X, thr, margin):
+    """Leader pass over rows X (r, k): (indices, ok); not ok when a |cos| lies within margin of thr."""
+    r, k = X.shape
+    lead = np.empty(r, np.int64)
+    nl = 0
+    for a in range(r):
+        covered, doubt = False, False
+        for t in range(nl):
+            c = 0.0
+            for j in range(k):
+                c += X[a, j] * X[lead[t], j]
+            c = abs(c)
+            if c >= thr + margin:
+                covered = True
+                break
+            if c > thr - margin:
+                doubt = True
+        if covered:
+            continue
+        if doubt:
+            return lead[:nl], False
+        lead[nl] = a
+        nl += 1
+    return lead[:nl], True
+
+
+def _nearest(X, C, thr, margin, threshold):
+    """Nearest centre by |cos| per row of X (r, k) among C (c, k); -1 below thr when threshold.
+
+    Returns (labels, ok); ok is False when a decision lies within margin (|cos| ~ thr, or two
+    centres within margin of the best: numpy's argmax could pick either).
+    """
+    r, k = X.shape
+    labels = np.full(r, -1, np.int64)
+    for a in range(r):
+        best, second, arg = -1.0, -1.0, -1
+        for t in range(C.shape[0]):
+            c = 0.0
+            for j in range(k):
+                c += X[a, j] * C[t, j]
+            c = abs(c)
+            if c > best:
+                best, second, arg = c, best, t
+            elif c > second:
+                second = c
+        if arg < 0:
+            continue
+        if threshold and best < thr - margin:
+            continue
+        if (threshold and best <= thr + margin) or best - second <= margin:
+            return labels, False
+        labels[a] = arg
+    return labels, True
+
+
+def _aligned_sums(X, labels, C, n):
+    """(n, k) sums of rows of X flipped to the side of their centre C[label] (labels >= 0)."""
+    k = X.shape[1]
+    out = np.zeros((n, k))
+    for a in range(X.shape[0]):
+        t = labels[a]
+        if t < 0:
+            continue
+        c = 0.0
+        for j in range(k):
+            c += X[a, j] * C[t, j]
+        s = 1.0 if c > 0 else -1.0  # |c| >= thr: the sign is not in doubt
+        for j in range(k):
+            out[t, j] += s * X[a, j]
+    return out
+
+
+def _unit(V):
+    out = np.empty_like(V)
+    for i in range(V.shape[0]):
+        s = 0.0
+        for j in range(V.shape[1]):
+            s += V[i, j] * V[i, j]
+        s = np.sqrt(s)
+        for j in range(V.shape[1]):
+            out[i, j] = V[i, j] / s
+    return out
+
+
+def _cluster(U, sample, thr, need, max_iter, margin):
+    """Labels of `_cluster_lines` (n,), and whether every decision cleared the margin."""
+    n = U.shape[0]
+    S = U[sample]
+    lead, ok = _leaders(S, thr, margin)
+    if not ok:
+        return np.full(n, -1, np.int64), False
+    joined, ok = _nearest(S, S[lead], thr, margin, True)
+    if not ok:
+        return joined, False
+    sizes = np.zeros(len(lead), np.int64)
+    for a in range(len(joined)):
+        if joined[a] >= 0:
+            sizes[joined[a]] += 1
+    centres = S[lead[sizes >= need]]
+    labels = np.full(n, -2, np.int64)
+    for _ in range(max_iter + 1):
+        new, ok = _nearest(U, centres, thr, margin, True)
+        if not ok or _ == max_iter or np.array_equal(new, labels):
+            return new, ok  # the fixed point, or (after max_iter rounds) the last assignment
+        labels = new
+        c = centres.shape[0]
+        sizes = np.zeros(c, np.int64)
+        for a in range(n):
+            if labels[a] >= 0:
+                sizes[labels[a]] += 1
+        sums = _aligned_sums(U, labels, centres, c)
+        alive = np.flatnonzero(sizes > 0)
+        alive = alive[np.argsort(-sizes[alive], kind="mergesort")]  # stable, as numpy's
+        means = _unit(sums[alive])
+        keep, ok = _leaders(means, thr, margin)
+        if not ok:
+            return labels, False
+        if len(keep) == len(alive):
+            centres = means
+            continue
+        host, ok = _nearest(means, means[keep], thr, margin, False)
+        if not ok:
+            return labels, False
+        centres = _unit(_aligned_sums(sums[alive], host, means[keep], len(keep)))
+    return labels, False
+
+
+if numba is not None:
+    _leaders = numba.njit(cache=True, nogil=True)(_leaders)
+    _nearest = numba.njit(cache=True, nogil=True)(_nearest)
+    _aligned_sums = numba.njit(cache=True, nogil=True)(_aligned_sums)
+    _unit = numba.njit(cache=True, nogil=True)(_unit)
+    _cluster = numba.njit(cache=True, nogil=True)(_cluster)
+
+
+def cluster_labels(U: np.ndarray, thr: float, min_count: int, seed_rows: int,
+                   max_iter: int) -> np.ndarray | None:
+    """``_cluster_lines(U, thr, min_count, chunk)[0]`` (n,) for canonical unit rows U (n, k), or
+    None where numba is missing or a decision came within MARGIN of its threshold."""
+    n = U.shape[0]
+    if numba is None or n == 0:
+        return None
+    if min_count == 1 or n <= seed_rows:
+        sample = np.arange(n)
+    else:  # as _seed_centres: an even spread over the canonical order
+        sample = np.unique(np.linspace(0, n - 1, seed_rows).round().astype(np.int64))
+    need = 1 if min_count == 1 else max(2, (min_count * len(sample)) // (2 * n))
+    labels, ok = _cluster(np.ascontiguousarray(U, dtype=np.float64), sample, float(thr), need, max_iter,
+                          MARGIN)
+    return labels if ok else None
