@@ -34,10 +34,20 @@ import scipy.sparse as sp
 
 from _planted import random_lines
 from condlab.analysis import count_orientations
+from condlab.analysis._cluster_jit import cluster_labels
 from condlab.analysis._cosine import _nearest_blocked, nearest_line
 from condlab.analysis._count_caps import Caps
 from condlab.analysis._line_counts import count_lines, count_lines_many
-from condlab.analysis._orientations import _amplitude_reference, _cluster_lines, _line_sums, _prepare, _ranked
+from condlab.analysis._orientations import (
+    MAX_ITER,
+    SEED_ROWS,
+    _amplitude_reference,
+    _cluster_lines,
+    _line_sums,
+    _min_count,
+    _prepare,
+    _ranked,
+)
 from condlab.analysis._structures import (
     _FAR_COS,
     ARC_DEG,
@@ -46,6 +56,7 @@ from condlab.analysis._structures import (
     Groups,
     _aligned,
     _joined,
+    _largest_gap,
     axis_angles,
     chance_p,
     joined_by_band,
@@ -261,7 +272,7 @@ def _check_caps(U: np.ndarray, thr: float, min_count: int) -> tuple[int, int]:
     piece_min = max(2, (min_count + 1) // 2)
     caps, G = Caps(U, labels, sizes, piece_min, len(U)), Groups(U)
     decided = asked = 0
-    for i, p in enumerate(caps.pieces):
+    for i, p in enumerate(caps.groups):
         assert np.array_equal(p, np.flatnonzero(labels == np.flatnonzero(sizes >= piece_min)[i]))
         full = {"whole": len(split_by_gap(G, p, piece_min)) == 1, "arc": G.is_arc(p),
                 "condensed": G.chance(p, len(U)) <= NULL_ALPHA}
@@ -269,10 +280,16 @@ def _check_caps(U: np.ndarray, thr: float, min_count: int) -> tuple[int, int]:
             known = getattr(caps, name)[i]
             assert known in (-1, int(answer)), (name, i)
             decided, asked = decided + (known != -1), asked + 1
-    if len(caps.pieces) > 1:  # the pairs merge_by_band tests: centres within MERGE_MAX_DEG
+        if caps.split[i] is not None:  # a sure cut: split_by_gap's first cut, the same two parts
+            phi = G.axis(p)  # (in either order: the sign of a principal axis is arbitrary)
+            gap, cut = _largest_gap(phi, piece_min)
+            assert gap >= needed_gap(float(phi.max() - phi.min()), len(p))
+            assert sorted(x.tolist() for x in caps.split[i]) == sorted([p[phi < cut].tolist(),
+                                                                        p[phi >= cut].tolist()])
+    if len(caps.groups) > 1:  # the pairs merge_by_band tests: centres within MERGE_MAX_DEG
         pairs = np.argwhere(np.triu(np.abs(caps.means @ caps.means.T) >= _FAR_COS, 1))
         for (i, j), known in zip(pairs.tolist(), caps.band_tests(pairs), strict=True):
-            a, b = caps.pieces[i], caps.pieces[j]
+            a, b = caps.groups[i], caps.groups[j]
             full = _joined(G, a, b, G.mean(a), G.mean(b))
             assert known in (-1, int(full)), (i, j)
             decided, asked = decided + (known != -1), asked + 1
@@ -289,6 +306,32 @@ def test_caps_decide_only_what_the_full_tests_say(trained_layers):
             d, a = _check_caps(U, thr, mc)
             decided, asked = decided + d, asked + a
     assert asked > 5000 and decided >= 0.8 * asked, (decided, asked)
+
+
+def test_compiled_clustering_gives_the_same_labels(trained_layers):
+    """cluster_labels equals _cluster_lines wherever it answers, and answers on >= 95 % of them."""
+    answered = asked = 0
+    layers = trained_layers + [_edge_layer(s) for s in EDGE_SEEDS] + [_layer(s)[0] for s in SEEDS]
+    for W in layers:
+        for thr, share in ((0.95, 0.05), (0.93, 0.0), (0.97, 0.1), (0.999, 0.05)):
+            order, U = _prepare(W, thr, 0.1)[4:]
+            mc = _min_count(share, len(order))
+            labels = cluster_labels(U, thr, mc, SEED_ROWS, MAX_ITER)
+            if labels is not None:
+                assert np.array_equal(labels, _cluster_lines(U, thr, mc, 4096)[0])
+            answered, asked = answered + (labels is not None), asked + 1
+    assert answered >= 0.95 * asked, (answered, asked)
+
+
+def test_compiled_clustering_on_large_layers_with_sampled_seeds():
+    rng = np.random.default_rng(3)
+    for seed in range(4):
+        W = np.concatenate([_layer(seed)[0]] * 60)[:5000]  # > SEED_ROWS rows: seeds from a sample
+        W = W + 1e-3 * rng.standard_normal(W.shape)
+        order, U = _prepare(W, 0.95, 0.1)[4:]
+        mc = _min_count(0.05, len(order))
+        labels = cluster_labels(U, 0.95, mc, SEED_ROWS, MAX_ITER)
+        assert labels is not None and np.array_equal(labels, _cluster_lines(U, 0.95, mc, 4096)[0])
 
 
 def test_amplitude_reference_from_the_canonical_order_equals_np_quantile():
