@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import bdtrc
 
+from condlab.analysis import _count_jit
 from condlab.analysis._structures import (
     _FAR_COS,
     ARC_DEG,
@@ -36,6 +37,9 @@ from condlab.analysis._structures import (
 MARGIN_DEG = 1e-4  # far above the rounding of an angle computed in another order
 EIG_GAP = 1e-6
 _TINY = 1e-6
+# the constants of the compiled measures (_count_jit), in its order
+_PARAMS = np.array([MARGIN_DEG, EIG_GAP, _TINY, ARC_DEG, GAP_MIN_DEG, GAP_MARGIN, SPLIT_DEPTH, _FAR_COS,
+                    MERGE_MAX_DEG, MIN_FILL])
 
 
 def _needed(span: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -75,6 +79,9 @@ class Batch:
         self.rows = np.concatenate(groups)
         self.owner = np.repeat(np.arange(c), self.n)
         X = U[self.rows]
+        if _count_jit.numba is not None:
+            self._measure_compiled(X, m)
+            return
         w, V = np.linalg.eigh(np.add.reduceat(np.einsum("ni,nj->nij", X, X), self.starts))
         self.means = np.ascontiguousarray(V[:, :, -1])
         self.trusted = (w[:, -1] - w[:, -2] > EIG_GAP * w[:, -1]) if k > 1 else np.ones(c, bool)
@@ -86,6 +93,17 @@ class Batch:
         self.whole, self.arc = [-1] * c, [-1] * c
         if k > 1:
             self._axis_tests(x, M)
+
+    def _measure_compiled(self, X: np.ndarray, m: int) -> None:
+        """What the array code below measures, by _count_jit._measure (numba)."""
+        means, self.trusted, self.A, radii, whole, arc, cut, phi = _count_jit._measure(
+            X, self.starts, self.n, self.depth, self.piece_min, _PARAMS)
+        self.means, self.whole, self.arc = means, whole.tolist(), arc.tolist()
+        self.condensed = self._null_model(radii, X.shape[1], m)
+        for i in np.flatnonzero(~np.isnan(cut)).tolist():
+            sl = slice(self.starts[i], self.starts[i] + self.n[i])
+            left = phi[sl] < cut[i]
+            self.split[i] = (self.rows[sl][left], self.rows[sl][~left])
 
     def _null_model(self, radii: np.ndarray, k: int, m: int) -> list[int]:
         """chance_p of each cap <= NULL_ALPHA, decided when the angles +- MARGIN_DEG agree."""
@@ -171,6 +189,9 @@ class Caps(Batch):
         """`_joined` of caps (i, j) for each row of pairs (p, 2): 1 / 0, or -1 when undecided."""
         if len(pairs) == 0:
             return []
+        if _count_jit.numba is not None:
+            return _count_jit._band(self.means, self.trusted, self.A, self.starts, self.n, pairs,
+                                    _PARAMS).tolist()
         P = len(pairs)
         ca, cb = self.means[pairs[:, 0]], self.means[pairs[:, 1]]
         dot = np.einsum("ij,ij->i", ca, cb)

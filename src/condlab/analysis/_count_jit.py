@@ -1,0 +1,153 @@
+"""The per-group measures of `Batch` and the band tests of `Caps`, compiled (numba).
+
+Same quantities and the same margin rules as the array code in _count_caps.py (which runs
+where numba is missing): each group's mean line and whether it is well-posed, its members
+aligned to it and their angles to it, its principal-axis angles and from them the tri-states
+``whole`` / ``arc`` and a sure cut; for pairs of caps, the band test. Only the order of the
+float work differs (loops instead of array operations), which the margins cover.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+try:
+    import numba
+except ImportError:
+    numba = None
+
+
+def _quantile_sorted(s, q):
+    """np.quantile(s, q) (linear) of ascending s, up to rounding."""
+    h = (len(s) - 1) * q
+    f = int(math.floor(h))
+    b = s[min(f + 1, len(s) - 1)]
+    return s[f] + (b - s[f]) * (h - f)
+
+
+def _needed(span, n, gap_min, gap_margin):
+    return max(gap_min, span / (n + 1) * (math.log(n + 1) + gap_margin))
+
+
+def _axis(A, x, mean, ms, depth, p):
+    """(whole, arc, cut, axis angles) of one group from its aligned rows A (n, k); p: the parameters."""
+    margin, eig_gap, tiny, arc_deg = p[0], p[1], p[2], p[3]
+    gap_min, gap_margin, split_depth = p[4], p[5], p[6]
+    n, k = A.shape
+    T = A - np.outer(x, mean)
+    w, V = np.linalg.eigh(T.T @ T)
+    ok = w[k - 1] - w[k - 2] > eig_gap * w[k - 1]
+    y = T @ np.ascontiguousarray(V[:, k - 1])
+    phi = np.empty(n)
+    for i in range(n):
+        if math.hypot(x[i], y[i]) < tiny:
+            ok = False
+        phi[i] = math.degrees(math.atan2(y[i], x[i]))
+    ps = np.sort(phi)
+    span = ps[n - 1] - ps[0]
+    widest, at = -np.inf, -1
+    for i in range(ms - 1, n - ms):  # gaps leaving ms angles on each side
+        if ps[i + 1] - ps[i] > widest:
+            widest, at = ps[i + 1] - ps[i], i
+    top = 0
+    for i in range(ms - 1, n - ms):
+        if ps[i + 1] - ps[i] >= widest - margin:
+            top += 1
+    needed = _needed(span, n, gap_min, gap_margin)
+    small = n < 2 * ms or depth >= split_depth
+    whole = 1 if small or (ok and widest + margin < needed) else -1
+    cut = np.nan
+    if not small and ok and top == 1 and widest - margin >= needed:
+        cut = (ps[at] + ps[at + 1]) / 2
+    width = _quantile_sorted(ps, 0.95) - _quantile_sorted(ps, 0.05)
+    arc = -1
+    if ok and span + margin < arc_deg - 1e-6:
+        arc = 0
+    elif ok and abs(width - arc_deg) > margin:
+        arc = 1 if width >= arc_deg else 0
+    return whole, arc, cut, phi
+
+
+def _measure(X, starts, n, depth, ms, p):
+    """Per group of rows X (N, k) (group g: rows starts[g] .. + n[g]): means (c, k), trusted,
+    aligned rows A (N, k), angles to the mean (N,) (degrees), whole, arc, cut (NaN: none), and
+    each row's axis angle (N,)."""
+    c, k = len(n), X.shape[1]
+    means, trusted = np.zeros((c, k)), np.zeros(c, np.bool_)
+    A, radii, phi = np.empty_like(X), np.empty(X.shape[0]), np.zeros(X.shape[0])
+    whole, arc, cut = np.full(c, -1, np.int64), np.full(c, -1, np.int64), np.full(c, np.nan)
+    for g in range(c):
+        lo, hi = starts[g], starts[g] + n[g]
+        Xg = np.ascontiguousarray(X[lo:hi])
+        w, V = np.linalg.eigh(Xg.T @ Xg)
+        mean = np.ascontiguousarray(V[:, k - 1])
+        means[g] = mean
+        trusted[g] = k < 2 or w[k - 1] - w[k - 2] > p[1] * w[k - 1]
+        x = Xg @ mean
+        for i in range(n[g]):
+            s = -1.0 if x[i] < 0 else 1.0
+            A[lo + i] = s * Xg[i]
+            x[i] = abs(x[i])
+            radii[lo + i] = math.degrees(math.acos(min(x[i], 1.0)))
+        if k > 1 and trusted[g]:
+            wg, ag, cg, pg = _axis(A[lo:hi], x, mean, ms, depth[g], p)
+            whole[g], arc[g], cut[g] = wg, ag, cg
+            phi[lo:hi] = pg
+        elif n[g] < 2 * ms or depth[g] >= p[6]:
+            whole[g] = 1
+    return means, trusted, A, radii, whole, arc, cut, phi
+
+
+def _band(means, trusted, A, starts, n, pairs, p):
+    """Tri-state band test (`_joined`) of each pair of caps (P, 2); p as in `_axis`, then
+    far_cos, merge_max_deg, min_fill."""
+    margin, tiny, gap_min, gap_margin = p[0], p[2], p[4], p[5]
+    far_cos, merge_max, min_fill = p[7], p[8], p[9]
+    out = np.full(len(pairs), -1, np.int64)
+    for q in range(len(pairs)):
+        i, j = pairs[q, 0], pairs[q, 1]
+        ca, cb = means[i], means[j]
+        dot = np.dot(ca, cb)
+        flip = -1.0 if dot < 0 else 1.0
+        cb = cb * flip
+        alpha = math.degrees(math.acos(min(1.0, abs(dot))))
+        if not (trusted[i] and trusted[j]) or abs(dot) < far_cos or alpha < 1e-3 \
+                or abs(alpha - merge_max) <= margin:
+            continue  # left to _joined
+        e2 = cb - abs(dot) * ca
+        e2 = e2 / math.sqrt(np.dot(e2, e2))
+        inside = np.empty(n[i] + n[j] + 2)
+        m_in, middle, doubt = 0, 0, False
+        for r in range(n[i] + n[j]):
+            row = A[starts[i] + r] if r < n[i] else flip * A[starts[j] + r - n[i]]
+            x, y = np.dot(row, ca), np.dot(row, e2)
+            phi = math.degrees(math.atan2(y, x))
+            close = min(abs(phi), abs(phi - alpha), abs(phi - alpha / 4), abs(phi - 3 * alpha / 4))
+            if close <= margin or math.hypot(x, y) < tiny:
+                doubt = True
+                break
+            if 0 < phi < alpha:
+                inside[m_in] = phi
+                m_in += 1
+                if alpha / 4 < phi < 3 * alpha / 4:
+                    middle += 1
+        if doubt:
+            continue
+        band = np.sort(np.concatenate((inside[:m_in], np.array([0.0, alpha]))))
+        widest = np.max(np.diff(band))
+        needed = _needed(alpha, m_in, gap_min, gap_margin)
+        if abs(widest - needed) <= margin:
+            continue
+        joined = middle >= max(2, min_fill * m_in) and widest < needed and alpha <= merge_max
+        out[q] = 1 if joined else 0
+    return out
+
+
+if numba is not None:
+    _quantile_sorted = numba.njit(cache=True, nogil=True)(_quantile_sorted)
+    _needed = numba.njit(cache=True, nogil=True)(_needed)
+    _axis = numba.njit(cache=True, nogil=True)(_axis)
+    _measure = numba.njit(cache=True, nogil=True)(_measure)
+    _band = numba.njit(cache=True, nogil=True)(_band)
