@@ -270,7 +270,7 @@ def _check_caps(U: np.ndarray, thr: float, min_count: int) -> tuple[int, int]:
     labels = _cluster_lines(U, thr, min_count, 4096)[0]
     sizes = np.bincount(labels[labels >= 0]) if np.any(labels >= 0) else np.zeros(0, np.int64)
     piece_min = max(2, (min_count + 1) // 2)
-    caps, G = Caps(U, labels, sizes, piece_min, len(U)), Groups(U)
+    caps, G = Caps(U, labels, sizes, piece_min, len(U), min_count), Groups(U)
     decided = asked = 0
     for i, p in enumerate(caps.groups):
         assert np.array_equal(p, np.flatnonzero(labels == np.flatnonzero(sizes >= piece_min)[i]))

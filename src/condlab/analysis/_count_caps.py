@@ -63,9 +63,9 @@ class Batch:
     """
 
     def __init__(self, U: np.ndarray, groups: list[np.ndarray], piece_min: int, m: int,
-                 depth: np.ndarray | None = None):
+                 depth: np.ndarray | None = None, min_count: int = 2):
         c, k = len(groups), U.shape[1]
-        self.groups, self.piece_min = groups, piece_min
+        self.groups, self.piece_min, self.min_count = groups, piece_min, min_count
         self.means = np.zeros((0, k))
         self.whole: list[int] = []
         self.arc: list[int] = []
@@ -106,18 +106,28 @@ class Batch:
             self.split[i] = (self.rows[sl][left], self.rows[sl][~left])
 
     def _null_model(self, radii: np.ndarray, k: int, m: int) -> list[int]:
-        """chance_p of each cap <= NULL_ALPHA, decided when the angles +- MARGIN_DEG agree."""
+        """chance_p of each group <= NULL_ALPHA, decided when the angles +- MARGIN_DEG agree
+        (chance_p grows with every angle); -1 for groups below min_count (never asked)."""
+        c = len(self.n)
         if k < 2:
-            return [0] * len(self.n)  # chance_p is 1 in R^1
-        order = np.lexsort((radii, self.owner))
+            return [0] * c  # chance_p is 1 in R^1
+        order = np.lexsort((radii, self.owner))  # by group, then angle: owner stays in order
         pos = np.arange(len(order)) - self.starts[self.owner]
-        later = pos >= 1  # as chance_p: the j-th closest member, j = 2..n
-        r, j = radii[order][later], pos[later] + 1
-        first = self.starts - np.arange(len(self.n))  # where each cap's entries begin in r
-        p = [np.minimum.reduceat(m * bdtrc(j - 2, m - 1, cap_share(2 * np.maximum(r + d, R_MIN_DEG), k)),
-                                 first) for d in (-MARGIN_DEG, MARGIN_DEG)]
-        low, high = np.minimum(1.0, p[0]), np.minimum(1.0, p[1])
-        return _tri(self.trusted & ((high <= NULL_ALPHA) | (low > NULL_ALPHA)), high <= NULL_ALPHA)
+        later = (pos >= 1) & (self.n >= self.min_count)[self.owner]  # j-th closest, j = 2..n
+        r, j, g = radii[order][later], pos[later] + 1, self.owner[later]
+
+        def smallest_p(sel: np.ndarray, shift: float) -> np.ndarray:
+            p = m * bdtrc(j[sel] - 2, m - 1, cap_share(2 * np.maximum(r[sel] + shift, R_MIN_DEG), k))
+            out = np.full(c, np.inf)
+            np.minimum.at(out, g[sel], p)
+            return np.minimum(1.0, out)
+
+        high = smallest_p(np.ones(len(r), bool), MARGIN_DEG) <= NULL_ALPHA  # condensed for sure
+        low = np.zeros(c, bool)
+        if not high[g].all():  # the others: not condensed for sure?
+            low = smallest_p(~high[g], -MARGIN_DEG) > NULL_ALPHA
+        sure = self.trusted & (self.n >= self.min_count) & (high | low)
+        return _tri(sure, high)
 
     def _axis_tests(self, x: np.ndarray, M: np.ndarray) -> None:
         """whole and arc of every cap from its members' angles along its principal axis."""
@@ -175,7 +185,8 @@ class Caps(Batch):
     members: the pieces of `_structures`, in its order.
     """
 
-    def __init__(self, U: np.ndarray, labels: np.ndarray, sizes: np.ndarray, piece_min: int, m: int):
+    def __init__(self, U: np.ndarray, labels: np.ndarray, sizes: np.ndarray, piece_min: int, m: int,
+                 min_count: int = 2):
         keep = np.flatnonzero(sizes >= piece_min)
         rank = np.full(len(sizes), -1)
         rank[keep] = np.arange(keep.size)
@@ -183,7 +194,8 @@ class Caps(Batch):
         owner = rank[labels[rows]]
         rows, owner = rows[owner >= 0], owner[owner >= 0]
         rows = rows[np.argsort(owner, kind="stable")]  # one sort: each piece's rows, ascending
-        super().__init__(U, np.split(rows, np.cumsum(sizes[keep])[:-1]) if keep.size else [], piece_min, m)
+        pieces = np.split(rows, np.cumsum(sizes[keep])[:-1]) if keep.size else []
+        super().__init__(U, pieces, piece_min, m, None, min_count)
 
     def band_tests(self, pairs: np.ndarray) -> list[int]:
         """`_joined` of caps (i, j) for each row of pairs (p, 2): 1 / 0, or -1 when undecided."""

@@ -27,6 +27,54 @@ def _quantile_sorted(s, q):
     return s[f] + (b - s[f]) * (h - f)
 
 
+def _top_eig(S):
+    """Largest two eigenvalues (l1 >= l2) and a unit top eigenvector of symmetric S (k, k), k >= 1.
+
+    Cyclic Jacobi rotations to an off-diagonal below 1e-32 of S's squared norm: backward stable,
+    as LAPACK's eigh (the margins need no more), without a LAPACK call per 6 x 6 matrix.
+    """
+    k = S.shape[0]
+    A, V = S.copy(), np.eye(k)
+    total = 0.0
+    for i in range(k):
+        for j in range(k):
+            total += A[i, j] * A[i, j]
+    for _ in range(60):
+        off = 0.0
+        for i in range(k):
+            for j in range(i + 1, k):
+                off += A[i, j] * A[i, j]
+        if off <= 1e-32 * total:
+            break
+        for p in range(k - 1):
+            for q in range(p + 1, k):
+                if A[p, q] == 0.0:
+                    continue
+                theta = (A[q, q] - A[p, p]) / (2.0 * A[p, q])
+                t = (1.0 if theta >= 0 else -1.0) / (abs(theta) + math.sqrt(theta * theta + 1.0))
+                c = 1.0 / math.sqrt(t * t + 1.0)
+                s = t * c
+                for r in range(k):  # A <- A J (columns p, q)
+                    arp, arq = A[r, p], A[r, q]
+                    A[r, p], A[r, q] = c * arp - s * arq, s * arp + c * arq
+                for r in range(k):  # A <- J^T A (rows p, q)
+                    apr, aqr = A[p, r], A[q, r]
+                    A[p, r], A[q, r] = c * apr - s * aqr, s * apr + c * aqr
+                for r in range(k):
+                    vrp, vrq = V[r, p], V[r, q]
+                    V[r, p], V[r, q] = c * vrp - s * vrq, s * vrp + c * vrq
+    top = 0
+    for i in range(k):
+        if A[i, i] > A[top, top]:
+            top = i
+    second = -np.inf
+    for i in range(k):
+        if i != top and A[i, i] > second:
+            second = A[i, i]
+    v = np.ascontiguousarray(V[:, top])
+    return A[top, top], second, v / math.sqrt(np.dot(v, v))
+
+
 def _needed(span, n, gap_min, gap_margin):
     return max(gap_min, span / (n + 1) * (math.log(n + 1) + gap_margin))
 
@@ -37,9 +85,9 @@ def _axis(A, x, mean, ms, depth, p):
     gap_min, gap_margin, split_depth = p[4], p[5], p[6]
     n, k = A.shape
     T = A - np.outer(x, mean)
-    w, V = np.linalg.eigh(T.T @ T)
-    ok = w[k - 1] - w[k - 2] > eig_gap * w[k - 1]
-    y = T @ np.ascontiguousarray(V[:, k - 1])
+    l1, l2, v = _top_eig(T.T @ T)
+    ok = l1 - l2 > eig_gap * l1
+    y = T @ v
     phi = np.empty(n)
     for i in range(n):
         if math.hypot(x[i], y[i]) < tiny:
@@ -81,10 +129,9 @@ def _measure(X, starts, n, depth, ms, p):
     for g in range(c):
         lo, hi = starts[g], starts[g] + n[g]
         Xg = np.ascontiguousarray(X[lo:hi])
-        w, V = np.linalg.eigh(Xg.T @ Xg)
-        mean = np.ascontiguousarray(V[:, k - 1])
+        l1, l2, mean = _top_eig(Xg.T @ Xg)
         means[g] = mean
-        trusted[g] = k < 2 or w[k - 1] - w[k - 2] > p[1] * w[k - 1]
+        trusted[g] = k < 2 or l1 - l2 > p[1] * l1
         x = Xg @ mean
         for i in range(n[g]):
             s = -1.0 if x[i] < 0 else 1.0
@@ -146,6 +193,7 @@ def _band(means, trusted, A, starts, n, pairs, p):
 
 
 if numba is not None:
+    _top_eig = numba.njit(cache=True, nogil=True)(_top_eig)
     _quantile_sorted = numba.njit(cache=True, nogil=True)(_quantile_sorted)
     _needed = numba.njit(cache=True, nogil=True)(_needed)
     _axis = numba.njit(cache=True, nogil=True)(_axis)

@@ -69,7 +69,7 @@ def _count(U: np.ndarray, thr: float, min_count: int, chunk: int) -> int:
     if min_count == 1:  # every cap is a line of its own: no gap rule, null model or arcs
         return int(np.count_nonzero(sizes >= 1))
     piece_min, m = max(2, (min_count + 1) // 2), len(U)
-    caps, G = Caps(U, labels, sizes, piece_min, m), Groups(U)
+    caps, G = Caps(U, labels, sizes, piece_min, m, min_count), Groups(U)
     final: list[tuple[np.ndarray, int, int]] = []  # (rows, condensed, arc), -1: undecided
     unions = _merged(G, caps)
     todo = [members[0] for members in unions if len(members) == 1]  # caps left alone
@@ -95,7 +95,7 @@ def _count(U: np.ndarray, thr: float, min_count: int, chunk: int) -> int:
         if not parts:
             break
         depth = np.array(part_depth, dtype=np.int64)
-        batch = Batch(U, parts, piece_min, m, depth)
+        batch = Batch(U, parts, piece_min, m, depth, min_count)
         todo = list(range(len(parts)))
     lines = 0
     for g, condensed, arc in final:
