@@ -30,8 +30,9 @@ def _quantile_sorted(s, q):
 def _top_eig(S):
     """Largest two eigenvalues (l1 >= l2) and a unit top eigenvector of symmetric S (k, k), k >= 1.
 
-    Cyclic Jacobi rotations to an off-diagonal below 1e-32 of S's squared norm: backward stable,
-    as LAPACK's eigh (the margins need no more), without a LAPACK call per 6 x 6 matrix.
+    Cyclic Jacobi rotations until the off-diagonal's squared norm is below 1e-30 of S's (entries
+    ~1e-15 of its norm: backward stable, as LAPACK's eigh; the margins need no more), without a
+    LAPACK call per 6 x 6 matrix.
     """
     k = S.shape[0]
     A, V = S.copy(), np.eye(k)
@@ -44,11 +45,11 @@ def _top_eig(S):
         for i in range(k):
             for j in range(i + 1, k):
                 off += A[i, j] * A[i, j]
-        if off <= 1e-32 * total:
+        if off <= 1e-30 * total:
             break
         for p in range(k - 1):
             for q in range(p + 1, k):
-                if A[p, q] == 0.0:
+                if A[p, q] * A[p, q] <= 1e-34 * total:
                     continue
                 theta = (A[q, q] - A[p, p]) / (2.0 * A[p, q])
                 t = (1.0 if theta >= 0 else -1.0) / (abs(theta) + math.sqrt(theta * theta + 1.0))
