@@ -72,8 +72,31 @@ def _top_eig(S):
     for i in range(k):
         if i != top and A[i, i] > second:
             second = A[i, i]
-    v = np.ascontiguousarray(V[:, top])
-    return A[top, top], second, v / math.sqrt(np.dot(v, v))
+    v = V[:, top].copy()
+    norm = 0.0
+    for i in range(k):
+        norm += v[i] * v[i]
+    return A[top, top], second, v / math.sqrt(norm)
+
+
+def _gram(X):
+    """XᵀX (k, k) of rows X (n, k) (loops: no BLAS binding to compile)."""
+    n, k = X.shape
+    G = np.zeros((k, k))
+    for i in range(n):
+        for a in range(k):
+            for b in range(k):
+                G[a, b] += X[i, a] * X[i, b]
+    return G
+
+
+def _dots(X, v):
+    """X @ v (n,) for rows X (n, k) and v (k,)."""
+    out = np.zeros(X.shape[0])
+    for i in range(X.shape[0]):
+        for j in range(X.shape[1]):
+            out[i] += X[i, j] * v[j]
+    return out
 
 
 def _needed(span, n, gap_min, gap_margin):
@@ -85,10 +108,13 @@ def _axis(A, x, mean, ms, depth, p):
     margin, eig_gap, tiny, arc_deg = p[0], p[1], p[2], p[3]
     gap_min, gap_margin, split_depth = p[4], p[5], p[6]
     n, k = A.shape
-    T = A - np.outer(x, mean)
-    l1, l2, v = _top_eig(T.T @ T)
+    T = np.empty((n, k))
+    for i in range(n):
+        for j in range(k):
+            T[i, j] = A[i, j] - x[i] * mean[j]
+    l1, l2, v = _top_eig(_gram(T))
     ok = l1 - l2 > eig_gap * l1
-    y = T @ v
+    y = _dots(T, v)
     phi = np.empty(n)
     for i in range(n):
         if math.hypot(x[i], y[i]) < tiny:
@@ -129,14 +155,15 @@ def _measure(X, starts, n, depth, ms, p):
     whole, arc, cut = np.full(c, -1, np.int64), np.full(c, -1, np.int64), np.full(c, np.nan)
     for g in range(c):
         lo, hi = starts[g], starts[g] + n[g]
-        Xg = np.ascontiguousarray(X[lo:hi])
-        l1, l2, mean = _top_eig(Xg.T @ Xg)
+        Xg = X[lo:hi]
+        l1, l2, mean = _top_eig(_gram(Xg))
         means[g] = mean
         trusted[g] = k < 2 or l1 - l2 > p[1] * l1
-        x = Xg @ mean
+        x = _dots(Xg, mean)
         for i in range(n[g]):
             s = -1.0 if x[i] < 0 else 1.0
-            A[lo + i] = s * Xg[i]
+            for j in range(k):
+                A[lo + i, j] = s * Xg[i, j]
             x[i] = abs(x[i])
             radii[lo + i] = math.degrees(math.acos(min(x[i], 1.0)))
         if k > 1 and trusted[g]:
@@ -156,8 +183,11 @@ def _band(means, trusted, A, starts, n, pairs, p):
     out = np.full(len(pairs), -1, np.int64)
     for q in range(len(pairs)):
         i, j = pairs[q, 0], pairs[q, 1]
+        k = means.shape[1]
         ca, cb = means[i], means[j]
-        dot = np.dot(ca, cb)
+        dot = 0.0
+        for t in range(k):
+            dot += ca[t] * cb[t]
         flip = -1.0 if dot < 0 else 1.0
         cb = cb * flip
         alpha = math.degrees(math.acos(min(1.0, abs(dot))))
@@ -165,12 +195,18 @@ def _band(means, trusted, A, starts, n, pairs, p):
                 or abs(alpha - merge_max) <= margin:
             continue  # left to _joined
         e2 = cb - abs(dot) * ca
-        e2 = e2 / math.sqrt(np.dot(e2, e2))
+        norm = 0.0
+        for t in range(k):
+            norm += e2[t] * e2[t]
+        e2 = e2 / math.sqrt(norm)
         inside = np.empty(n[i] + n[j] + 2)
         m_in, middle, doubt = 0, 0, False
         for r in range(n[i] + n[j]):
-            row = A[starts[i] + r] if r < n[i] else flip * A[starts[j] + r - n[i]]
-            x, y = np.dot(row, ca), np.dot(row, e2)
+            row, sign = (starts[i] + r, 1.0) if r < n[i] else (starts[j] + r - n[i], flip)
+            x, y = 0.0, 0.0
+            for t in range(k):
+                x += sign * A[row, t] * ca[t]
+                y += sign * A[row, t] * e2[t]
             phi = math.degrees(math.atan2(y, x))
             close = min(abs(phi), abs(phi - alpha), abs(phi - alpha / 4), abs(phi - 3 * alpha / 4))
             if close <= margin or math.hypot(x, y) < tiny:
@@ -183,8 +219,11 @@ def _band(means, trusted, A, starts, n, pairs, p):
                     middle += 1
         if doubt:
             continue
-        band = np.sort(np.concatenate((inside[:m_in], np.array([0.0, alpha]))))
-        widest = np.max(np.diff(band))
+        inside[m_in], inside[m_in + 1] = 0.0, alpha
+        band = np.sort(inside[:m_in + 2])
+        widest = 0.0
+        for t in range(m_in + 1):
+            widest = max(widest, band[t + 1] - band[t])
         needed = _needed(alpha, m_in, gap_min, gap_margin)
         if abs(widest - needed) <= margin:
             continue
@@ -195,6 +234,8 @@ def _band(means, trusted, A, starts, n, pairs, p):
 
 if numba is not None:
     _top_eig = numba.njit(cache=True, nogil=True)(_top_eig)
+    _gram = numba.njit(cache=True, nogil=True)(_gram)
+    _dots = numba.njit(cache=True, nogil=True)(_dots)
     _quantile_sorted = numba.njit(cache=True, nogil=True)(_quantile_sorted)
     _needed = numba.njit(cache=True, nogil=True)(_needed)
     _axis = numba.njit(cache=True, nogil=True)(_axis)
