@@ -20,7 +20,10 @@ same bits):
   arcs near ARC_DEG wide); every layer must agree.
 * Each answer `Caps` decides without the full test (band test, gap split, null model, arc)
   is the full test's answer, on every cap and pair of caps of those layers; and the shortcuts
-  decide most of them (>= 80 %: otherwise the fast path is not exercised).
+  decide most of them (>= 80 %: otherwise the fast path is not exercised). Both for the
+  compiled measures (numba) and for the array code that runs without numba.
+* The compiled clustering gives `_cluster_lines`' labels wherever it answers, and answers on
+  >= 95 % of those layers.
 * The amplitude reference read from the canonical order equals np.quantile.
 """
 
@@ -33,7 +36,7 @@ import pytest
 import scipy.sparse as sp
 
 from _planted import random_lines
-from condlab.analysis import count_orientations
+from condlab.analysis import _cluster_jit, _count_jit, count_orientations
 from condlab.analysis._cluster_jit import cluster_labels
 from condlab.analysis._cosine import _nearest_blocked, nearest_line
 from condlab.analysis._count_caps import Caps
@@ -250,7 +253,16 @@ def _edge_layer(seed: int) -> np.ndarray:
 EDGE_SEEDS = range(60)
 
 
-def test_count_lines_equals_count_orientations_on_trained_layers(trained_layers):
+@pytest.fixture(params=["compiled", "arrays"])
+def paths(request, monkeypatch):
+    """Both implementations of the fast count's measures: compiled (numba) and array code."""
+    if request.param == "arrays":
+        monkeypatch.setattr(_count_jit, "numba", None)
+        monkeypatch.setattr(_cluster_jit, "numba", None)
+    return request.param
+
+
+def test_count_lines_equals_count_orientations_on_trained_layers(trained_layers, paths):
     assert len(trained_layers) == 88
     for kwargs in THRESHOLDS:
         fast = [count_lines(W, **kwargs) for W in trained_layers]
@@ -259,7 +271,7 @@ def test_count_lines_equals_count_orientations_on_trained_layers(trained_layers)
 
 
 @pytest.mark.parametrize("seed", EDGE_SEEDS)
-def test_count_lines_equals_count_orientations_at_the_edges(seed):
+def test_count_lines_equals_count_orientations_at_the_edges(seed, paths):
     W = _edge_layer(seed)
     for kwargs in THRESHOLDS:
         assert count_lines(W, **kwargs) == count_orientations(W, sweep=(), **kwargs).n_lines
@@ -296,7 +308,7 @@ def _check_caps(U: np.ndarray, thr: float, min_count: int) -> tuple[int, int]:
     return decided, asked
 
 
-def test_caps_decide_only_what_the_full_tests_say(trained_layers):
+def test_caps_decide_only_what_the_full_tests_say(trained_layers, paths):
     decided = asked = 0
     layers = trained_layers + [_edge_layer(s) for s in EDGE_SEEDS] + [_layer(s)[0] for s in SEEDS]
     for W in layers:
