@@ -39,7 +39,7 @@ EIG_GAP = 1e-6
 _TINY = 1e-6
 # the constants of the compiled measures (_count_jit), in its order
 _PARAMS = np.array([MARGIN_DEG, EIG_GAP, _TINY, ARC_DEG, GAP_MIN_DEG, GAP_MARGIN, SPLIT_DEPTH, _FAR_COS,
-                    MERGE_MAX_DEG, MIN_FILL])
+                    MERGE_MAX_DEG, MIN_FILL, R_MIN_DEG, NULL_ALPHA])
 
 
 def _needed(span: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -96,10 +96,9 @@ class Batch:
 
     def _measure_compiled(self, X: np.ndarray, m: int) -> None:
         """What the array code below measures, by _count_jit._measure (numba)."""
-        means, self.trusted, self.A, radii, whole, arc, cut, phi = _count_jit._measure(
-            X, self.starts, self.n, self.depth, self.piece_min, _PARAMS)
-        self.means, self.whole, self.arc = means, whole.tolist(), arc.tolist()
-        self.condensed = self._null_model(radii, X.shape[1], m)
+        self.means, self.trusted, self.A, whole, arc, cut, phi, condensed = _count_jit._measure(
+            X, self.starts, self.n, self.depth, self.piece_min, self.min_count, m, _PARAMS)
+        self.whole, self.arc, self.condensed = whole.tolist(), arc.tolist(), condensed.tolist()
         for i in np.flatnonzero(~np.isnan(cut)).tolist():
             sl = slice(self.starts[i], self.starts[i] + self.n[i])
             left = phi[sl] < cut[i]

@@ -79,6 +79,59 @@ def _top_eig(S):
     return A[top, top], second, v / math.sqrt(norm)
 
 
+def _betacf(a, b, x):
+    """Continued fraction of the incomplete beta function (modified Lentz; Numerical Recipes)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for i in range(1, 100000):
+        m2 = 2 * i
+        aa = i * (b - i) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + i) * (qab + i) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _ibeta(a, b, x):
+    """Regularized incomplete beta I_x(a, b) (scipy's betainc), to ~1e-13 relative."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x)
+                     + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def _chance(r, m, k, shift, r_min):
+    """chance_p (_structures.py) of a group whose members' angles to its mean line are r (n,),
+    ascending, each moved by shift degrees: min over j of m·Pr[Bin(m - 1, P(2 r_j)) >= j - 1],
+    capped at 1, with P the cap share I_{sin²}((k - 1)/2, 1/2) and the binomial tail
+    I_P(j - 1, m - j + 1) (scipy's bdtrc(j - 2, m - 1, P))."""
+    best = np.inf
+    for j in range(2, len(r) + 1):
+        a = min(90.0, 2 * max(r[j - 1] + shift, r_min))
+        P = _ibeta((k - 1) / 2, 0.5, math.sin(math.radians(a)) ** 2)
+        best = min(best, m * _ibeta(j - 1.0, m - j + 1.0, P))
+    return min(1.0, best)
+
+
 def _gram(X):
     """XᵀX (k, k) of rows X (n, k) (loops: no BLAS binding to compile)."""
     n, k = X.shape
@@ -145,14 +198,15 @@ def _axis(A, x, mean, ms, depth, p):
     return whole, arc, cut, phi
 
 
-def _measure(X, starts, n, depth, ms, p):
+def _measure(X, starts, n, depth, ms, min_count, m, p):
     """Per group of rows X (N, k) (group g: rows starts[g] .. + n[g]): means (c, k), trusted,
-    aligned rows A (N, k), angles to the mean (N,) (degrees), whole, arc, cut (NaN: none), and
-    each row's axis angle (N,)."""
+    aligned rows A (N, k), whole, arc, cut (NaN: none), each row's axis angle (N,), and
+    condensed (the null model for m rows in all, asked of groups of >= min_count rows)."""
     c, k = len(n), X.shape[1]
     means, trusted = np.zeros((c, k)), np.zeros(c, np.bool_)
     A, radii, phi = np.empty_like(X), np.empty(X.shape[0]), np.zeros(X.shape[0])
     whole, arc, cut = np.full(c, -1, np.int64), np.full(c, -1, np.int64), np.full(c, np.nan)
+    condensed = np.full(c, -1, np.int64)
     for g in range(c):
         lo, hi = starts[g], starts[g] + n[g]
         Xg = X[lo:hi]
@@ -166,13 +220,23 @@ def _measure(X, starts, n, depth, ms, p):
                 A[lo + i, j] = s * Xg[i, j]
             x[i] = abs(x[i])
             radii[lo + i] = math.degrees(math.acos(min(x[i], 1.0)))
+        if k < 2:
+            condensed[g] = 0  # chance_p is 1 in R^1
+        elif trusted[g] and n[g] >= min_count:
+            # the null model with every angle moved by +- margin (chance_p grows with each), and a
+            # relative margin of 1e-6 for the incomplete beta's rounding (~1e-13)
+            r = np.sort(radii[lo:hi])
+            if _chance(r, m, k, p[0], p[10]) * (1 + 1e-6) <= p[11]:
+                condensed[g] = 1
+            elif _chance(r, m, k, -p[0], p[10]) * (1 - 1e-6) > p[11]:
+                condensed[g] = 0
         if k > 1 and trusted[g]:
             wg, ag, cg, pg = _axis(A[lo:hi], x, mean, ms, depth[g], p)
             whole[g], arc[g], cut[g] = wg, ag, cg
             phi[lo:hi] = pg
         elif n[g] < 2 * ms or depth[g] >= p[6]:
             whole[g] = 1
-    return means, trusted, A, radii, whole, arc, cut, phi
+    return means, trusted, A, whole, arc, cut, phi, condensed
 
 
 def _band(means, trusted, A, starts, n, pairs, p):
@@ -233,6 +297,9 @@ def _band(means, trusted, A, starts, n, pairs, p):
 
 
 if numba is not None:
+    _betacf = numba.njit(cache=True, nogil=True)(_betacf)
+    _ibeta = numba.njit(cache=True, nogil=True)(_ibeta)
+    _chance = numba.njit(cache=True, nogil=True)(_chance)
     _top_eig = numba.njit(cache=True, nogil=True)(_top_eig)
     _gram = numba.njit(cache=True, nogil=True)(_gram)
     _dots = numba.njit(cache=True, nogil=True)(_dots)
