@@ -196,6 +196,17 @@ class Caps(Batch):
         pieces = np.split(rows, np.cumsum(sizes[keep])[:-1]) if keep.size else []
         super().__init__(U, pieces, piece_min, m, None, min_count)
 
+    def band_pairs(self) -> list[tuple[int, int, int]]:
+        """(i, j, 1 / -1) for the pairs of caps, i < j in merge_by_band's order, whose band test
+        says yes (1) or is undecided (-1); every other pair surely stays apart."""
+        if len(self.groups) < 2:
+            return []
+        if _count_jit.numba is not None:
+            ijs = _count_jit._band_all(self.means, self.trusted, self.A, self.starts, self.n, _PARAMS)
+            return list(zip(*(x.tolist() for x in ijs), strict=True))
+        pairs = np.argwhere(np.triu(np.abs(self.means @ self.means.T) >= _FAR_COS, 1))  # i, then j
+        return [(i, j, s) for (i, j), s in zip(pairs.tolist(), self.band_tests(pairs), strict=True) if s != 0]
+
     def band_tests(self, pairs: np.ndarray) -> list[int]:
         """`_joined` of caps (i, j) for each row of pairs (p, 2): 1 / 0, or -1 when undecided."""
         if len(pairs) == 0:

@@ -239,61 +239,76 @@ def _measure(X, starts, n, depth, ms, min_count, m, p):
     return means, trusted, A, whole, arc, cut, phi, condensed
 
 
-def _band(means, trusted, A, starts, n, pairs, p):
-    """Tri-state band test (`_joined`) of each pair of caps (P, 2); p as in `_axis`, then
-    far_cos, merge_max_deg, min_fill."""
+def _band_pair(means, trusted, A, starts, n, i, j, p):
+    """Tri-state band test (`_joined`) of caps i, j; p as in `_axis`, then far_cos,
+    merge_max_deg, min_fill. Centres surely more than merge_max_deg apart: 0."""
     margin, tiny, gap_min, gap_margin = p[0], p[2], p[4], p[5]
-    far_cos, merge_max, min_fill = p[7], p[8], p[9]
-    out = np.full(len(pairs), -1, np.int64)
+    merge_max, min_fill = p[8], p[9]
+    k = means.shape[1]
+    ca, cb = means[i], means[j]
+    dot = 0.0
+    for t in range(k):
+        dot += ca[t] * cb[t]
+    flip = -1.0 if dot < 0 else 1.0
+    alpha = math.degrees(math.acos(min(1.0, abs(dot))))
+    if alpha > merge_max + margin:
+        return 0  # merge_by_band skips the pair, or _joined says no (alpha > MERGE_MAX_DEG)
+    if not (trusted[i] and trusted[j]) or alpha < 1e-3 or abs(alpha - merge_max) <= margin:
+        return -1  # left to _joined
+    e2 = cb * flip - abs(dot) * ca
+    norm = 0.0
+    for t in range(k):
+        norm += e2[t] * e2[t]
+    e2 = e2 / math.sqrt(norm)
+    inside = np.empty(n[i] + n[j] + 2)
+    m_in, middle = 0, 0
+    for r in range(n[i] + n[j]):
+        row, sign = (starts[i] + r, 1.0) if r < n[i] else (starts[j] + r - n[i], flip)
+        x, y = 0.0, 0.0
+        for t in range(k):
+            x += sign * A[row, t] * ca[t]
+            y += sign * A[row, t] * e2[t]
+        phi = math.degrees(math.atan2(y, x))
+        close = min(abs(phi), abs(phi - alpha), abs(phi - alpha / 4), abs(phi - 3 * alpha / 4))
+        if close <= margin or math.hypot(x, y) < tiny:
+            return -1
+        if 0 < phi < alpha:
+            inside[m_in] = phi
+            m_in += 1
+            if alpha / 4 < phi < 3 * alpha / 4:
+                middle += 1
+    inside[m_in], inside[m_in + 1] = 0.0, alpha
+    band = np.sort(inside[:m_in + 2])
+    widest = 0.0
+    for t in range(m_in + 1):
+        widest = max(widest, band[t + 1] - band[t])
+    needed = _needed(alpha, m_in, gap_min, gap_margin)
+    if abs(widest - needed) <= margin:
+        return -1
+    return 1 if middle >= max(2, min_fill * m_in) and widest < needed and alpha <= merge_max else 0
+
+
+def _band(means, trusted, A, starts, n, pairs, p):
+    """`_band_pair` of each pair of caps (P, 2)."""
+    out = np.empty(len(pairs), np.int64)
     for q in range(len(pairs)):
-        i, j = pairs[q, 0], pairs[q, 1]
-        k = means.shape[1]
-        ca, cb = means[i], means[j]
-        dot = 0.0
-        for t in range(k):
-            dot += ca[t] * cb[t]
-        flip = -1.0 if dot < 0 else 1.0
-        cb = cb * flip
-        alpha = math.degrees(math.acos(min(1.0, abs(dot))))
-        if not (trusted[i] and trusted[j]) or abs(dot) < far_cos or alpha < 1e-3 \
-                or abs(alpha - merge_max) <= margin:
-            continue  # left to _joined
-        e2 = cb - abs(dot) * ca
-        norm = 0.0
-        for t in range(k):
-            norm += e2[t] * e2[t]
-        e2 = e2 / math.sqrt(norm)
-        inside = np.empty(n[i] + n[j] + 2)
-        m_in, middle, doubt = 0, 0, False
-        for r in range(n[i] + n[j]):
-            row, sign = (starts[i] + r, 1.0) if r < n[i] else (starts[j] + r - n[i], flip)
-            x, y = 0.0, 0.0
-            for t in range(k):
-                x += sign * A[row, t] * ca[t]
-                y += sign * A[row, t] * e2[t]
-            phi = math.degrees(math.atan2(y, x))
-            close = min(abs(phi), abs(phi - alpha), abs(phi - alpha / 4), abs(phi - 3 * alpha / 4))
-            if close <= margin or math.hypot(x, y) < tiny:
-                doubt = True
-                break
-            if 0 < phi < alpha:
-                inside[m_in] = phi
-                m_in += 1
-                if alpha / 4 < phi < 3 * alpha / 4:
-                    middle += 1
-        if doubt:
-            continue
-        inside[m_in], inside[m_in + 1] = 0.0, alpha
-        band = np.sort(inside[:m_in + 2])
-        widest = 0.0
-        for t in range(m_in + 1):
-            widest = max(widest, band[t + 1] - band[t])
-        needed = _needed(alpha, m_in, gap_min, gap_margin)
-        if abs(widest - needed) <= margin:
-            continue
-        joined = middle >= max(2, min_fill * m_in) and widest < needed and alpha <= merge_max
-        out[q] = 1 if joined else 0
+        out[q] = _band_pair(means, trusted, A, starts, n, pairs[q, 0], pairs[q, 1], p)
     return out
+
+
+def _band_all(means, trusted, A, starts, n, p):
+    """The pairs i < j of caps, in merge_by_band's (row-major) order, whose band test may say yes:
+    (i, j, 1) joined, (i, j, -1) undecided (three (q,) arrays); every other pair surely not."""
+    c = means.shape[0]
+    first, second, state = np.empty(c * c, np.int64), np.empty(c * c, np.int64), np.empty(c * c, np.int64)
+    q = 0
+    for i in range(c):
+        for j in range(i + 1, c):
+            s = _band_pair(means, trusted, A, starts, n, i, j, p)
+            if s != 0:
+                first[q], second[q], state[q] = i, j, s
+                q += 1
+    return first[:q], second[:q], state[:q]
 
 
 if numba is not None:
@@ -307,4 +322,6 @@ if numba is not None:
     _needed = numba.njit(cache=True, nogil=True)(_needed)
     _axis = numba.njit(cache=True, nogil=True)(_axis)
     _measure = numba.njit(cache=True, nogil=True)(_measure)
+    _band_pair = numba.njit(cache=True, nogil=True)(_band_pair)
     _band = numba.njit(cache=True, nogil=True)(_band)
+    _band_all = numba.njit(cache=True, nogil=True)(_band_all)

@@ -39,7 +39,7 @@ from condlab.analysis._orientations import (
     _min_count,
     _prepare,
 )
-from condlab.analysis._structures import _FAR_COS, NULL_ALPHA, Groups, _joined, split_by_gap
+from condlab.analysis._structures import NULL_ALPHA, Groups, _joined, split_by_gap
 
 
 def count_lines(
@@ -108,9 +108,9 @@ def _count(U: np.ndarray, thr: float, min_count: int, chunk: int) -> int:
 def _merged(G: Groups, caps: Caps) -> list[list[int]]:
     """Indices of the caps that `merge_by_band` unites, per group, in its order.
 
-    The pairs are visited in merge_by_band's order, with its screen (centres farther apart
-    than MERGE_MAX_DEG are never joined); each band test is answered by `Caps.band_tests`
-    where it decides, else by `_joined` on the same arrays as merge_by_band.
+    The pairs are visited in merge_by_band's order; `Caps.band_pairs` leaves out the pairs
+    whose band test surely says no (centres more than MERGE_MAX_DEG apart among them) and
+    answers the others where it decides; the rest go to `_joined` on merge_by_band's arrays.
     """
     c = len(caps.groups)
     parent = list(range(c))
@@ -121,14 +121,12 @@ def _merged(G: Groups, caps: Caps) -> list[list[int]]:
             i = parent[i]
         return i
 
-    if c > 1:
-        pairs = np.argwhere(np.triu(np.abs(caps.means @ caps.means.T) >= _FAR_COS, 1))  # i, then j
-        for (i, j), known in zip(pairs.tolist(), caps.band_tests(pairs), strict=True):
-            if root(i) == root(j):
-                continue
-            a, b = caps.groups[i], caps.groups[j]
-            if known == 1 or (known == -1 and _joined(G, a, b, G.mean(a), G.mean(b))):
-                parent[root(j)] = root(i)
+    for i, j, known in caps.band_pairs():  # merge_by_band's order; the pairs left out stay apart
+        if root(i) == root(j):
+            continue
+        a, b = caps.groups[i], caps.groups[j]
+        if known == 1 or _joined(G, a, b, G.mean(a), G.mean(b)):
+            parent[root(j)] = root(i)
     groups: dict[int, list[int]] = {}
     for i in range(c):
         groups.setdefault(root(i), []).append(i)
