@@ -305,6 +305,13 @@ def _check_caps(U: np.ndarray, thr: float, min_count: int) -> tuple[int, int]:
             full = _joined(G, a, b, G.mean(a), G.mean(b))
             assert known in (-1, int(full)), (i, j)
             decided, asked = decided + (known != -1), asked + 1
+        # band_pairs: merge_by_band's pairs in its order, less those that surely stay apart
+        may_join = caps.band_pairs()
+        assert [(i, j) for i, j, _ in may_join] == sorted((i, j) for i, j, _ in may_join)
+        listed = {(i, j): known for i, j, known in may_join}
+        for i, j in pairs.tolist():
+            a, b = caps.groups[i], caps.groups[j]
+            assert listed.get((i, j), 0) in (-1, int(_joined(G, a, b, G.mean(a), G.mean(b))))
     return decided, asked
 
 
