@@ -63,7 +63,8 @@ class Batch:
     """
 
     def __init__(self, U: np.ndarray, groups: list[np.ndarray], piece_min: int, m: int,
-                 depth: np.ndarray | None = None, min_count: int = 2):
+                 depth: np.ndarray | None = None, min_count: int = 2, rows: np.ndarray | None = None):
+        """`rows` (with groups of views into it): the groups' rows one after the other, if known."""
         c, k = len(groups), U.shape[1]
         self.groups, self.piece_min, self.min_count = groups, piece_min, min_count
         self.means = np.zeros((0, k))
@@ -76,12 +77,12 @@ class Batch:
         self.depth = np.zeros(c, np.int64) if depth is None else depth
         self.n = np.array([len(g) for g in groups])
         self.starts = np.cumsum(self.n) - self.n
-        self.rows = np.concatenate(groups)
-        self.owner = np.repeat(np.arange(c), self.n)
+        self.rows = np.concatenate(groups) if rows is None else rows
         X = U[self.rows]
         if _count_jit.numba is not None:
             self._measure_compiled(X, m)
             return
+        self.owner = np.repeat(np.arange(c), self.n)
         w, V = np.linalg.eigh(np.add.reduceat(np.einsum("ni,nj->nij", X, X), self.starts))
         self.means = np.ascontiguousarray(V[:, :, -1])
         self.trusted = (w[:, -1] - w[:, -2] > EIG_GAP * w[:, -1]) if k > 1 else np.ones(c, bool)
@@ -193,8 +194,9 @@ class Caps(Batch):
         owner = rank[labels[rows]]
         rows, owner = rows[owner >= 0], owner[owner >= 0]
         rows = rows[np.argsort(owner, kind="stable")]  # one sort: each piece's rows, ascending
-        pieces = np.split(rows, np.cumsum(sizes[keep])[:-1]) if keep.size else []
-        super().__init__(U, pieces, piece_min, m, None, min_count)
+        ends = np.cumsum(sizes[keep]).tolist()
+        pieces = [rows[a:b] for a, b in zip([0] + ends[:-1], ends, strict=True)] if ends else []
+        super().__init__(U, pieces, piece_min, m, None, min_count, rows)
 
     def band_pairs(self) -> list[tuple[int, int, int]]:
         """(i, j, 1 / -1) for the pairs of caps, i < j in merge_by_band's order, whose band test
