@@ -369,7 +369,8 @@ def test_amplitude_reference_from_the_canonical_order_equals_np_quantile():
 
 @pytest.mark.slow
 def test_count_lines_equals_count_orientations_on_thousands_of_layers(trained_layers):
-    """The same claim on 3000 random layers and 2816 trained ones (256 fig3 runs x 11 snapshots)."""
+    """The same claim on 3000 random layers, 2816 trained fig3 layers (256 runs x 11 snapshots)
+    and 132 trained wide ones (1000 x 2, 1000 x 6, 100 x 2)."""
     import condlab
 
     for seed in range(3000):
@@ -383,3 +384,10 @@ def test_count_lines_equals_count_orientations_on_thousands_of_layers(trained_la
     for run in condlab.train(cfg, progress=False).runs:
         for W in run.weights["layer1"]:
             assert count_lines(W) == count_orientations(W, sweep=()).n_lines
+    for width, d in ((1000, 1), (1000, 5), (100, 1)):  # wide layers: big caps, long null-model sums
+        cfg = condlab.preset("fig3").with_overrides([
+            "train.lr=[0.001,0.002]", "model.init_std=[0.005,0.01]", f"model.width={width}",
+            f"data.d={d}", "train.epochs=1000", "train.snapshots=every:100"])
+        for run in condlab.train(cfg, progress=False).runs:
+            for W in run.weights["layer1"]:
+                assert count_lines(W) == count_orientations(W, sweep=()).n_lines

@@ -119,17 +119,31 @@ def _ibeta(a, b, x):
     return 1.0 - front * _betacf(b, a, 1.0 - x) / b
 
 
-def _chance(r, m, k, shift, r_min):
-    """chance_p (_structures.py) of a group whose members' angles to its mean line are r (n,),
-    ascending, each moved by shift degrees: min over j of m·Pr[Bin(m - 1, P(2 r_j)) >= j - 1],
-    capped at 1, with P the cap share I_{sin²}((k - 1)/2, 1/2) and the binomial tail
-    I_P(j - 1, m - j + 1) (scipy's bdtrc(j - 2, m - 1, P))."""
-    best = np.inf
+def _null(r, m, k, margin, r_min, alpha):
+    """Whether chance_p (_structures.py) of a group is <= alpha: 1 / 0, or -1 when undecided.
+
+    r (n,): the members' angles to the group's mean line, ascending. chance_p = min over j of
+    m·Pr[Bin(m - 1, P(2 r_j)) >= j - 1] (capped at 1), P the cap share I_{sin²}((k - 1)/2, 1/2),
+    the binomial tail I_P(j - 1, m - j + 1) (scipy's bdtrc(j - 2, m - 1, P)). Each term grows
+    with r_j, so terms at r_j + margin bound chance_p from above (1 as soon as one is <= alpha)
+    and terms at r_j - margin from below (0 when all stay above alpha); a relative margin of
+    1e-6 covers the incomplete beta's rounding (~1e-13).
+    """
+    low = np.inf
     for j in range(2, len(r) + 1):
-        a = min(90.0, 2 * max(r[j - 1] + shift, r_min))
-        P = _ibeta((k - 1) / 2, 0.5, math.sin(math.radians(a)) ** 2)
-        best = min(best, m * _ibeta(j - 1.0, m - j + 1.0, P))
-    return min(1.0, best)
+        P = np.empty(2)  # cap shares at r_j + margin, r_j - margin
+        for side in range(2):
+            a = min(90.0, 2 * max(r[j - 1] + (margin if side == 0 else -margin), r_min))
+            P[side] = _ibeta((k - 1) / 2, 0.5, math.sin(math.radians(a)) ** 2)
+        if math.floor((m - 1) * P[1] * (1 - 1e-6)) >= j - 1:
+            # j - 1 <= floor of the mean, at or below the median: the tail is >= 1/2 on both
+            # sides, so both terms are >= m / 2 > alpha (alpha < 1/2): nothing to decide here
+            continue
+        high = m * _ibeta(j - 1.0, m - j + 1.0, P[0])
+        if high * (1 + 1e-6) <= alpha:
+            return 1
+        low = min(low, m * _ibeta(j - 1.0, m - j + 1.0, P[1]))
+    return 0 if min(1.0, low) * (1 - 1e-6) > alpha else -1
 
 
 def _gram(X):
@@ -223,13 +237,7 @@ def _measure(X, starts, n, depth, ms, min_count, m, p):
         if k < 2:
             condensed[g] = 0  # chance_p is 1 in R^1
         elif trusted[g] and n[g] >= min_count:
-            # the null model with every angle moved by +- margin (chance_p grows with each), and a
-            # relative margin of 1e-6 for the incomplete beta's rounding (~1e-13)
-            r = np.sort(radii[lo:hi])
-            if _chance(r, m, k, p[0], p[10]) * (1 + 1e-6) <= p[11]:
-                condensed[g] = 1
-            elif _chance(r, m, k, -p[0], p[10]) * (1 - 1e-6) > p[11]:
-                condensed[g] = 0
+            condensed[g] = _null(np.sort(radii[lo:hi]), m, k, p[0], p[10], p[11])
         if k > 1 and trusted[g]:
             wg, ag, cg, pg = _axis(A[lo:hi], x, mean, ms, depth[g], p)
             whole[g], arc[g], cut[g] = wg, ag, cg
@@ -314,7 +322,7 @@ def _band_all(means, trusted, A, starts, n, p):
 if numba is not None:
     _betacf = numba.njit(cache=True, nogil=True)(_betacf)
     _ibeta = numba.njit(cache=True, nogil=True)(_ibeta)
-    _chance = numba.njit(cache=True, nogil=True)(_chance)
+    _null = numba.njit(cache=True, nogil=True)(_null)
     _top_eig = numba.njit(cache=True, nogil=True)(_top_eig)
     _gram = numba.njit(cache=True, nogil=True)(_gram)
     _dots = numba.njit(cache=True, nogil=True)(_dots)
