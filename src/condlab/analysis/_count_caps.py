@@ -1,8 +1,9 @@
 """All caps of a layer at once: the answers of the count's tests where rounding cannot matter.
 
 `count_lines` asks the tests of _structures.py (band test, gap split, null model, arc width)
-about every cap of a layer. Here each test is evaluated for all caps (or all pairs of caps) in
-a few array operations, in another order than _structures.py uses, so with other rounding:
+about every cap of a layer. Here each test is evaluated for all caps (or all pairs of caps) at
+once (compiled loops in _count_jit.py; the array code below where numba is missing), in
+another order than _structures.py uses, so with other rounding:
 mean lines and angles differ from its values by far less than 1e-6 degrees where they are
 well-posed (flagged where not). Where every compared angle clears its threshold by
 MARGIN_DEG, and the null model's p-value stays on one side of NULL_ALPHA when every angle

@@ -1,22 +1,20 @@
 """Line counts of many layers (sweep summaries, trackers): the count and nothing else.
 
 ``count_lines(W)`` is ``count_orientations(W, sweep=()).n_lines``: the same clustering, gap
-rule and null model (analysis/_structures.py) on the same arrays, so the same integer, but
-without building what a count does not need (members, means and directions of the clusters,
-the scattered and negligible rows, the parameters) and with most per-group Python steps
-replaced by a few array operations over all caps of the layer (analysis/_count_caps.py):
+rule, null model and arc rule (analysis/_orientations.py, _structures.py), so the same
+integer, without what a count does not need (members, means and directions of the clusters,
+scattered and negligible rows, parameters), and with the float work done in another order:
 
-* the caps' mean lines come from one stacked ``eigh`` of their Gram matrices ``U[g].T @ U[g]``
-  (the same LAPACK call per matrix as ``mean_line``, so the same bits);
-* the band test, the gap split and the arc test are evaluated for all caps (pairs of caps)
-  at once, in another order; where every compared angle clears its threshold by a margin far
-  above that order's rounding, that is the full test's answer, and every other case runs the
-  full test of _structures.py on the same arrays;
-* the null model's binomial tails of all groups come from one scipy call (elementwise, so
-  each value is the one ``chance_p`` computes from the same angles).
+* the clustering compiled (analysis/_cluster_jit.py), every decision checked against a
+  margin of 1e-9 in |cos|; `_cluster_lines` itself where one is too close to call;
+* the gap rule's, null model's and arc rule's questions answered for all caps (and pairs of
+  caps) at once (analysis/_count_caps.py, compiled in _count_jit.py), an answer counting
+  only where every compared angle clears its threshold by 1e-4 degrees; the full tests of
+  _structures.py, on the same arrays, for the rest. split_by_gap runs breadth first.
 
-tests/test_line_counts.py holds ``count_lines`` to ``count_orientations`` on planted, random
-and trained layers, and each shortcut to the full test it replaces.
+tests/test_line_counts.py holds ``count_lines`` to ``count_orientations`` on planted, random,
+edge and trained layers, each decided answer to its full test, and the compiled clustering
+to `_cluster_lines`; docs/sweeps.md ("Speed") has the measurements.
 """
 
 from __future__ import annotations
