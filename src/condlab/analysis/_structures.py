@@ -111,10 +111,6 @@ class Groups:
             value = self._memo[key] = make()
         return value
 
-    def know_mean(self, g: np.ndarray, mean: np.ndarray) -> None:
-        """Record mean_line(U[g]) computed elsewhere (it must be those very bits)."""
-        self._memo[("mean", g.dtype.str, g.tobytes())] = mean
-
     def mean(self, g: np.ndarray) -> np.ndarray:
         return self._get("mean", g, lambda: mean_line(self.U[g]))
 
