@@ -28,13 +28,14 @@ def _leaders(X, thr, margin):
     """Leader pass over rows X (r, k): (indices, ok); not ok when a |cos| lies within margin of thr."""
     r, k = X.shape
     lead = np.empty(r, np.int64)
+    L = np.empty((r, k))  # the leaders' rows, one after the other (contiguous for the inner loop)
     nl = 0
     for a in range(r):
         covered, doubt = False, False
         for t in range(nl):
             c = 0.0
             for j in range(k):
-                c += X[a, j] * X[lead[t], j]
+                c += X[a, j] * L[t, j]
             c = abs(c)
             if c >= thr + margin:
                 covered = True
@@ -46,6 +47,7 @@ def _leaders(X, thr, margin):
         if doubt:
             return lead[:nl], False
         lead[nl] = a
+        L[nl] = X[a]
         nl += 1
     return lead[:nl], True
 
