@@ -18,7 +18,8 @@ row is the engine's (``summarize``) plus, at the stage end and at the last epoch
     stage_epoch, end_epoch     the epochs measured (stage_epoch: the last epoch when the run
                                never leaves the initial stage)
     share_stage, share_end     ``largest_line_share`` of the hidden layer's input weights (w, b)
-    lines_stage, lines_end     ``count_orientations`` lines (default thresholds, no sweep)
+    lines_stage, lines_end     ``count_orientations(w, sweep=()).n_lines``, computed by
+                               ``count_lines`` (the same integer, cheaper)
 
 A measure is empty where the run diverged at or before that epoch.
 """
@@ -85,7 +86,7 @@ def train_part(batch: Batch, progress: Any = None):
 
 def measure(run) -> dict[str, Any]:
     """The facilitators' columns of one run (see the module docstring)."""
-    from ..analysis import count_orientations
+    from ..analysis._line_counts import count_lines
 
     last = int(run.meta.get("last_epoch", len(run.loss) - 1))
     stage = run.initial_stage_epoch if run.initial_stage_epoch is not None else last
@@ -95,7 +96,7 @@ def measure(run) -> dict[str, Any]:
         w = run.layer("layer1", epoch) if ok else None
         ok = ok and bool(np.isfinite(w).all())
         row[f"share_{name}"] = largest_line_share(w) if ok else None
-        row[f"lines_{name}"] = int(count_orientations(w, sweep=()).n_lines) if ok else None
+        row[f"lines_{name}"] = count_lines(w) if ok else None
     return row
 
 
