@@ -61,45 +61,57 @@ _FASTMATH = {"reassoc", "contract"}   # vectorized sums and FMAs; no assumptions
 
 @functools.cache
 def _kernels() -> dict | None:
-    """The compiled block kernels (numba), or None without numba."""
+    """The compiled kernels that do not depend on the data's columns (numba), or None without numba."""
     try:
         import numba
     except ImportError:
         return None
     try:   # numba refuses to cache where it finds no writable cache directory: compile per process
         jit = numba.njit(nogil=True, fastmath=_FASTMATH, cache=True, error_model="numpy")
-        jit(_slope)
+        jit(_fsum)
     except RuntimeError:
         jit = numba.njit(nogil=True, fastmath=_FASTMATH, error_model="numpy")
-    return {"fsum": jit(_fsum), "project": jit(_project), "slope": jit(_slope),
-            "scale": jit(_scale)}
+    return {"fsum": jit(_fsum), "backward": jit(_backward)}
 
 
 @functools.cache
-def _pre_kernel(cols: int):
-    """The compiled z (n, B) <- x (n, cols) @ w (B, cols)^T for this many columns.
+def _forward_kernel(cols: int):
+    """The compiled pass-1 kernel for this many columns: f of block `prev`, then z of block `job`.
 
-    The sum over the columns is written out (generated source), so that each z element is
-    stored once from registers: a loop over columns re-reads and re-writes z per column
-    (2.3 vs ~1.7 ms per step at n = 80, m = 1e5, float32). w goes through wt (cols, B) so that
-    the inner loop runs along B with unit stride.
+    z (n, B) <- x (n, cols) @ w (B, cols)^T: the sum over the columns is written out (generated
+    source), so that each z element is stored once from registers: a loop over columns re-reads
+    and re-writes z per column (2.3 vs ~1.7 ms per step at n = 80, m = 1e5, float32). w goes
+    through wt (cols, B) so that the inner loop runs along B with unit stride. f of the block
+    before rides along, so that a block costs two calls (this and numpy's tanh), not three:
+    each call holds the GIL, which the other threads wait for.
     """
     import numba
 
     terms = " + ".join(f"x[i, {k}] * wt[{k}, j]" for k in range(cols))
     source = (
-        "def pre(w, x, wt, z):\n"
-        "    rows = w.shape[0]\n"
+        "def forward(jobs, prev, job, w, x_c, wt_buf, z_buf, h, a, f_parts):\n"
+        "    n = x_c.shape[1]\n"
+        "    if prev >= 0:\n"
+        "        r, lo, hi, start, k = jobs[prev, 0], jobs[prev, 1], jobs[prev, 2], jobs[prev, 3], \\\n"
+        "            jobs[prev, 4]\n"
+        "        fsum(a[r, 0, lo:hi], h[start:start + (hi - lo) * n].reshape((n, hi - lo)), f_parts[r, k])\n"
+        "    if job < 0:\n"
+        "        return\n"
+        "    r, lo, hi = jobs[job, 0], jobs[job, 1], jobs[job, 2]\n"
+        "    rows = hi - lo\n"
+        f"    wt = wt_buf[:{cols} * rows].reshape(({cols}, rows))\n"
+        "    z = z_buf[:n * rows].reshape((n, rows))\n"
+        "    x = x_c[r]\n"
         "    for j in range(rows):\n"
         f"        for k in range({cols}):\n"
-        "            wt[k, j] = w[j, k]\n"
-        "    for i in range(x.shape[0]):\n"
+        "            wt[k, j] = w[r, lo + j, k]\n"
+        "    for i in range(n):\n"
         "        for j in range(rows):\n"
         f"            z[i, j] = {terms}\n")
-    space: dict = {}
+    space: dict = {"fsum": _kernels()["fsum"]}
     exec(compile(source, f"<condlab wide step, {cols} columns>", "exec"), space)
     # generated source has no file for numba's cache: compiled once per process and cols
-    return numba.njit(nogil=True, fastmath=_FASTMATH, error_model="numpy")(space["pre"])
+    return numba.njit(nogil=True, fastmath=_FASTMATH, error_model="numpy")(space["forward"])
 
 
 def _fsum(a, h, out):  # pragma: no cover - compiled
@@ -129,35 +141,42 @@ def _fsum(a, h, out):  # pragma: no cover - compiled
         out[rest] = acc
 
 
-def _project(d, h, out):  # pragma: no cover - compiled
-    """out (B,) <- d (n,) @ h (n, B), one row per sweep over out (four rows per sweep measured
-    1.6x slower)."""
-    h0, d0 = h[0], d[0]
-    for j in range(out.shape[0]):
-        out[j] = d0 * h0[j]
-    for i in range(1, h.shape[0]):
-        hi, di = h[i], d[i]
-        for j in range(out.shape[0]):
-            out[j] += di * hi[j]
+def _backward(jobs, first, last, h, delta, xd_t, a, ga, gw, gt_buf, s_buf, ones):  # pragma: no cover
+    """Pass 2 for the jobs first..last-1 (rows of `jobs`: run, lo, hi, start of h, block), in ONE
+    call, so that a thread holds the GIL once per pass, not four times per block (1 thread,
+    n = 80, m = 1e5, float32: 3.0 vs 4.0 ms per pass): per block
 
-
-def _slope(h, s, ones):  # pragma: no cover - compiled
-    """s <- 1 - h^2 (n, B): tanh' from tanh, in a second kernel (measured faster than fused with
-    _project: 2.1 vs 2.6 ms per step). `ones` (1,) has the arrays' dtype: a literal 1 would make
-    numba compute in float64."""
+    dR/da (B,) <- delta (n,) @ h (n, B), one row of h per sweep over dR/da (four rows per sweep
+    measured 1.6x slower); s <- 1 - h^2 (n, B), tanh' from tanh, in its own sweep (measured
+    faster than fused with dR/da: 2.1 vs 2.6 ms per step); gt (cols, B) <- (x delta)^T s through
+    BLAS (np.dot: under BLAS_SINGLE_MAX, so on one OpenBLAS thread); dR/dW (B, cols) <- a * gt^T.
+    `ones` (1,) has the arrays' dtype: a literal 1 would make numba compute in float64.
+    """
     one = ones[0]
-    for i in range(h.shape[0]):
-        hi, si = h[i], s[i]
-        for j in range(hi.shape[0]):
-            si[j] = one - hi[j] * hi[j]
-
-
-def _scale(gt, a, gw):  # pragma: no cover - compiled
-    """gw (B, cols) <- a (B,)[:, None] * gt (cols, B)^T."""
-    cols, rows = gt.shape
-    for j in range(rows):
-        for k in range(cols):
-            gw[j, k] = a[j] * gt[k, j]
+    n, cols = delta.shape[1], xd_t.shape[1]
+    for job in range(first, last):
+        r, lo, hi, start = jobs[job, 0], jobs[job, 1], jobs[job, 2], jobs[job, 3]
+        rows = hi - lo
+        hb = h[start:start + rows * n].reshape((n, rows))
+        d, out = delta[r], ga[r, 0, lo:hi]
+        h0, d0 = hb[0], d[0]
+        for j in range(rows):
+            out[j] = d0 * h0[j]
+        for i in range(1, n):
+            hi_, di = hb[i], d[i]
+            for j in range(rows):
+                out[j] += di * hi_[j]
+        s = s_buf[:n * rows].reshape((n, rows))
+        for i in range(n):
+            hi_, si = hb[i], s[i]
+            for j in range(rows):
+                si[j] = one - hi_[j] * hi_[j]
+        gt = gt_buf[:cols * rows].reshape((cols, rows))
+        np.dot(xd_t[r], s, gt)
+        for j in range(rows):
+            aj = a[r, 0, lo + j]
+            for k in range(cols):
+                gw[r, lo + j, k] = aj * gt[k, j]
 
 
 class WideStep:
@@ -168,35 +187,31 @@ class WideStep:
     """
 
     def __init__(self, net: BatchedNet, x_aug: torch.Tensor, y: torch.Tensor):
-        kernels = _kernels()
-        self.fsum, self.project, self.slope, self.scale = (kernels[k] for k in ("fsum", "project", "slope",
-                                                                                "scale"))
-        self.pre = _pre_kernel(x_aug.shape[2])
+        self.forward = _forward_kernel(x_aug.shape[2])
+        self.backward = _kernels()["backward"]
         runs, self.n, self.cols = x_aug.shape
         self.m, self.bias = net.arch.width, net.arch.output_bias
         self.tensors = (x_aug, y)   # keep the data (and their numpy views' memory) alive
         view = _cpu.as_numpy
         self.x, self.y = view(x_aug), view(y)
         self.a, self.ga = view(net.weights[1]), view(net.grads[1])
-        w, gw = view(net.weights[0]), view(net.grads[0])
-        dtype = w.dtype
+        self.w, self.gw = view(net.weights[0]), view(net.grads[0])
+        dtype = self.w.dtype
         self.ones = np.ones(1, dtype)   # numba computes `1 - h^2` in the arrays' dtype from it
         self.width = block_width(self.n, self.cols, dtype.itemsize)
-        blocks = [slice(lo, min(lo + self.width, self.m)) for lo in range(0, self.m, self.width)]
+        blocks = [(lo, min(lo + self.width, self.m)) for lo in range(0, self.m, self.width)]
         # the data, rows contiguous (copied each step: the kernels' vectorized layout), dR/df,
-        # and (x delta)^T: per-run views made once
+        # and (x delta)^T
         self.x_c = np.empty(self.x.shape, dtype)
         self.delta, self.xd_t = np.empty((runs, self.n), dtype), np.empty((runs, self.cols, self.n), dtype)
         self.f_parts = np.empty((runs, len(blocks), self.n), dtype)
         self.h = np.empty(runs * self.m * self.n, dtype)   # tanh of every block, (n, B) pieces
-        self.jobs = []
-        for r in range(runs):
-            for k, b in enumerate(blocks):
-                start = (r * self.m + b.start) * self.n
-                h = self.h[start:start + (b.stop - b.start) * self.n].reshape(self.n, b.stop - b.start)
-                self.jobs.append((w[r, b], self.x_c[r], h, self.a[r, 0, b], self.f_parts[r, k],
-                                  self.delta[r], self.ga[r, 0, b], self.xd_t[r], gw[r, b]))
-        self.scratch: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
+        # one row per (run, block) job: run, first and last neuron, start of its h, block index
+        self.jobs = np.array([(r, lo, hi, (r * self.m + lo) * self.n, k)
+                              for r in range(runs) for k, (lo, hi) in enumerate(blocks)], np.int64)
+        self.h_views = [self.h[start:start + (hi - lo) * self.n].reshape(self.n, hi - lo)
+                        for _, lo, hi, start, _ in self.jobs.tolist()]
+        self.scratch: dict[int, tuple[np.ndarray, ...]] = {}
 
     @staticmethod
     def applies(net: BatchedNet, x_aug: torch.Tensor, y: torch.Tensor) -> bool:
@@ -220,7 +235,7 @@ class WideStep:
         n, m = self.n, self.m
         np.copyto(self.x_c, self.x)
         with np.errstate(over="ignore", invalid="ignore"):   # a diverging run is caught by its loss
-            self._blocks(self._forward)
+            self._blocks(self._pass1)
             f = self.f_parts.sum(axis=1)                      # fixed order: bits independent of threads
             if self.bias:
                 f += self.a[:, 0, m:]
@@ -231,52 +246,56 @@ class WideStep:
             np.multiply(self.x_c.transpose(0, 2, 1), self.delta[:, None, :], out=self.xd_t)
             if self.bias:
                 self.ga[:, 0, m] = self.delta.sum(axis=1)
-            self._blocks(self._backward)
+            self._blocks(self._pass2)
         return torch.from_numpy(loss)
 
-    def _blocks(self, work: Callable[[tuple, int], None]) -> None:
-        """work(job, slot) for every (run, block) job, over the pool when that pays."""
-        jobs = self.jobs
-        threads = min(torch.get_num_threads(), len(jobs)) if self.h.size >= PARALLEL_MIN else 1
+    def _blocks(self, work: Callable[[int, int, int], None]) -> None:
+        """work(first, last, slot) over contiguous ranges of the jobs, over the pool when that pays."""
+        jobs = len(self.jobs)
+        threads = min(torch.get_num_threads(), jobs) if self.h.size >= PARALLEL_MIN else 1
         if threads <= 1:
-            for job in jobs:
-                work(job, 0)
+            work(0, jobs, 0)
             return
-        parts = _cpu._ranges(len(jobs), threads)
 
-        def run(slot: int) -> None:
+        def run(part: slice, slot: int) -> None:
             # numpy's error state is per thread: the pool's threads do not inherit the caller's
             with np.errstate(over="ignore", invalid="ignore"):
-                for job in jobs[parts[slot]]:
-                    work(job, slot)
+                work(part.start, part.stop, slot)
 
-        _cpu._in_parallel([functools.partial(run, slot) for slot in range(threads)])
+        parts = _cpu._ranges(jobs, threads)
+        _cpu._in_parallel([functools.partial(run, part, slot) for slot, part in enumerate(parts)])
 
-    def _scratch(self, slot: int, rows: int) -> tuple[np.ndarray, ...]:
-        """Per-thread scratch blocks for a block of `rows` neurons: (cols, B), (n, B), (cols, B)."""
-        key = (slot, rows)
-        if key not in self.scratch:
-            dtype = self.h.dtype
-            self.scratch[key] = (np.empty((self.cols, rows), dtype), np.empty((self.n, rows), dtype),
-                                 np.empty((self.cols, rows), dtype))
-        return self.scratch[key]
+    def _scratch(self, slot: int) -> tuple[np.ndarray, ...]:
+        """Per-thread flat scratch for one block: wt and gt (cols, B), z and s (n, B), and z's
+        (n, rows) views by row count (numpy's tanh writes h from them)."""
+        if slot not in self.scratch:
+            dtype, size = self.h.dtype, self.n * self.width
+            wt, z = np.empty(self.cols * self.width, dtype), np.empty(size, dtype)
+            gt, s = np.empty(self.cols * self.width, dtype), np.empty(size, dtype)
+            rows = {hi - lo for _, lo, hi, _, _ in self.jobs.tolist()}
+            self.scratch[slot] = (wt, z, gt, s, {r: z[:self.n * r].reshape(self.n, r) for r in rows})
+        return self.scratch[slot]
 
-    def _forward(self, job: tuple, slot: int) -> None:
-        w, x, h, a, f_part = job[:5]
-        wt, z, _ = self._scratch(slot, h.shape[1])
-        # z in a scratch block that stays in L2: the stored h is written once, by tanh, slow
-        # enough per element to hide that memory traffic (z written into h: 7.0 -> 5.6 ms)
-        self.pre(w, x, wt, z)
-        np.tanh(z, out=h)
-        self.fsum(a, h, f_part)
+    def _pass1(self, first: int, last: int, slot: int) -> None:
+        """Per block: z in a scratch block that stays in L2, h = tanh(z) (numpy's SIMD tanh) into
+        the stored h, and the block's part of f (in the next block's call)."""
+        wt, z, _, _, z_views = self._scratch(slot)
+        forward, h_views = self.forward, self.h_views
+        args = (self.w, self.x_c, wt, z, self.h, self.a, self.f_parts)
+        prev = -1
+        for job in range(first, last):
+            forward(self.jobs, prev, job, *args)
+            h = h_views[job]
+            # the stored h is written once, by tanh, slow enough per element to hide that
+            # memory traffic (z written into h: 7.0 -> 5.6 ms)
+            np.tanh(z_views[h.shape[1]], out=h)
+            prev = job
+        forward(self.jobs, prev, -1, *args)
 
-    def _backward(self, job: tuple, slot: int) -> None:
-        _, _, h, a, _, delta, ga, xd_t, gw = job
-        _, s, gt = self._scratch(slot, h.shape[1])
-        self.project(delta, h, ga)
-        self.slope(h, s, self.ones)
-        np.matmul(xd_t, s, out=gt)
-        self.scale(gt, a, gw)
+    def _pass2(self, first: int, last: int, slot: int) -> None:
+        _, _, gt, s, _ = self._scratch(slot)
+        self.backward(self.jobs, first, last, self.h, self.delta, self.xd_t, self.a, self.ga, self.gw,
+                      gt, s, self.ones)
 
 
 def block_width(n: int, cols: int, itemsize: int) -> int:
