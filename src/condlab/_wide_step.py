@@ -36,6 +36,7 @@ within rounding (summation order; tests/test_wide_step.py: 1e-12 relative in flo
 
 from __future__ import annotations
 
+import ctypes
 import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -75,43 +76,88 @@ def _kernels() -> dict | None:
 
 
 @functools.cache
-def _forward_kernel(cols: int):
-    """The compiled pass-1 kernel for this many columns: f of block `prev`, then z of block `job`.
+def _forward_kernel(cols: int, dtype: str):
+    """The compiled pass-1 kernel for this many columns and dtype (numba): for the jobs
+    first..last-1, z (n, B) <- x (n, cols) @ w (B, cols)^T, h <- tanh(z), f_part <- h @ a.
 
-    z (n, B) <- x (n, cols) @ w (B, cols)^T: the sum over the columns is written out (generated
-    source), so that each z element is stored once from registers: a loop over columns re-reads
-    and re-writes z per column (2.3 vs ~1.7 ms per step at n = 80, m = 1e5, float32). w goes
-    through wt (cols, B) so that the inner loop runs along B with unit stride. f of the block
-    before rides along, so that a block costs two calls (this and numpy's tanh), not three:
-    each call holds the GIL, which the other threads wait for.
+    z: the sum over the columns is written out (generated source), so that each z element is
+    stored once from registers: a loop over columns re-reads and re-writes z per column (2.3 vs
+    ~1.7 ms per step at n = 80, m = 1e5, float32); w goes through wt (cols, B) so that the inner
+    loop runs along B with unit stride. tanh: numpy's own SIMD loop, called through its
+    address (`_numpy_tanh_loop`), so the bits are np.tanh's and a thread's whole range is one
+    call: every call from Python holds the GIL, which the other threads wait for (three calls
+    per block before). Where that loop is not found the kernel computes z only, and the
+    caller runs np.tanh and f per block.
     """
     import numba
 
+    loop = _numpy_tanh_loop(dtype)
     terms = " + ".join(f"x[i, {k}] * wt[{k}, j]" for k in range(cols))
     source = (
-        "def forward(jobs, prev, job, w, x_c, wt_buf, z_buf, h, a, f_parts):\n"
+        "def forward(jobs, first, last, w, x_c, wt_buf, z_buf, h, a, f_parts, ptrs):\n"
         "    n = x_c.shape[1]\n"
-        "    if prev >= 0:\n"
-        "        r, lo, hi, start, k = jobs[prev, 0], jobs[prev, 1], jobs[prev, 2], jobs[prev, 3], \\\n"
-        "            jobs[prev, 4]\n"
-        "        fsum(a[r, 0, lo:hi], h[start:start + (hi - lo) * n].reshape((n, hi - lo)), f_parts[r, k])\n"
-        "    if job < 0:\n"
-        "        return\n"
-        "    r, lo, hi = jobs[job, 0], jobs[job, 1], jobs[job, 2]\n"
-        "    rows = hi - lo\n"
-        f"    wt = wt_buf[:{cols} * rows].reshape(({cols}, rows))\n"
-        "    z = z_buf[:n * rows].reshape((n, rows))\n"
-        "    x = x_c[r]\n"
-        "    for j in range(rows):\n"
-        f"        for k in range({cols}):\n"
-        "            wt[k, j] = w[r, lo + j, k]\n"
-        "    for i in range(n):\n"
+        "    for job in range(first, last):\n"
+        "        r, lo, hi, start, k = jobs[job, 0], jobs[job, 1], jobs[job, 2], jobs[job, 3], jobs[job, 4]\n"
+        "        rows = hi - lo\n"
+        f"        wt = wt_buf[:{cols} * rows].reshape(({cols}, rows))\n"
+        "        z = z_buf[:n * rows].reshape((n, rows))\n"
+        "        x = x_c[r]\n"
         "        for j in range(rows):\n"
-        f"            z[i, j] = {terms}\n")
-    space: dict = {"fsum": _kernels()["fsum"]}
+        f"            for c in range({cols}):\n"
+        "                wt[c, j] = w[r, lo + j, c]\n"
+        "        for i in range(n):\n"
+        "            for j in range(rows):\n"
+        f"                z[i, j] = {terms}\n")
+    if loop is not None:   # numpy's inner-loop call: args (in, out), count, strides (ptrs holds all 5)
+        source += (
+            "        hb = h[start:start + rows * n]\n"
+            "        ptrs[0], ptrs[1], ptrs[2] = z.ctypes.data, hb.ctypes.data, rows * n\n"
+            "        ptrs[3] = ptrs[4] = z.itemsize\n"
+            "        address = ptrs.ctypes.data\n"
+            "        tanh(address, address + 2 * ptrs.itemsize, address + 3 * ptrs.itemsize, data)\n"
+            "        fsum(a[r, 0, lo:hi], hb.reshape((n, rows)), f_parts[r, k])\n")
+    space: dict = {"fsum": _kernels()["fsum"], "tanh": loop and loop[0], "data": loop and loop[1]}
     exec(compile(source, f"<condlab wide step, {cols} columns>", "exec"), space)
-    # generated source has no file for numba's cache: compiled once per process and cols
-    return numba.njit(nogil=True, fastmath=_FASTMATH, error_model="numpy")(space["forward"])
+    # generated source has no file for numba's cache: compiled once per process (the loop's
+    # address is this process's)
+    return numba.njit(nogil=True, fastmath=_FASTMATH, error_model="numpy")(space["forward"]), loop is not None
+
+
+@functools.cache
+def _numpy_tanh_loop(dtype: str) -> tuple[ctypes._CFuncPtr, int] | None:
+    """numpy's inner loop of np.tanh for this dtype ('f' or 'd') and its data pointer, read from
+    the ufunc's C struct (PyUFuncObject, numpy's public C API: functions, data, types), or None
+    where it does not look as expected or does not give np.tanh's bits on a probe."""
+    class UFunc(ctypes.Structure):
+        _fields_ = [("ob_refcnt", ctypes.c_ssize_t), ("ob_type", ctypes.c_void_p), ("nin", ctypes.c_int),
+                    ("nout", ctypes.c_int), ("nargs", ctypes.c_int), ("identity", ctypes.c_int),
+                    ("functions", ctypes.POINTER(ctypes.c_void_p)), ("data", ctypes.POINTER(ctypes.c_void_p)),
+                    ("ntypes", ctypes.c_int), ("reserved1", ctypes.c_int), ("name", ctypes.c_char_p),
+                    ("types", ctypes.POINTER(ctypes.c_char))]
+
+    try:
+        ufunc = UFunc.from_address(id(np.tanh))
+        shape = (ufunc.nin, ufunc.nout, ufunc.nargs, ufunc.name)
+        if shape != (1, 1, 2, b"tanh") or not 0 < ufunc.ntypes < 64:
+            return None
+        num = np.dtype(dtype).num
+        # the first loop for this type is the one numpy's type resolution picks
+        pairs = [(ord(ufunc.types[2 * k]), ord(ufunc.types[2 * k + 1])) for k in range(ufunc.ntypes)]
+        k = pairs.index((num, num))
+        data = ufunc.data[k] or 0
+        loop = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(
+            ufunc.functions[k])
+    except (ValueError, TypeError, AttributeError):
+        return None
+    probe = np.concatenate([np.geomspace(1e-30, 30, 997), -np.geomspace(1e-20, 1e3, 1001),
+                            [0, np.inf, np.nan]]).astype(dtype)
+    out = np.empty_like(probe)
+    args, size, steps = (np.array(v, np.intp) for v in ([probe.ctypes.data, out.ctypes.data], [probe.size],
+                                                         [probe.itemsize] * 2))
+    with np.errstate(all="ignore"):
+        loop(args.ctypes.data, size.ctypes.data, steps.ctypes.data, data or None)
+        same = np.array_equal(out, np.tanh(probe), equal_nan=True)
+    return (loop, data) if same else None
 
 
 def _fsum(a, h, out):  # pragma: no cover - compiled
@@ -187,7 +233,7 @@ class WideStep:
     """
 
     def __init__(self, net: BatchedNet, x_aug: torch.Tensor, y: torch.Tensor):
-        self.forward = _forward_kernel(x_aug.shape[2])
+        self.forward, self.fused_tanh = _forward_kernel(x_aug.shape[2], x_aug.numpy().dtype.char)
         self.backward = _kernels()["backward"]
         runs, self.n, self.cols = x_aug.shape
         self.m, self.bias = net.arch.width, net.arch.output_bias
@@ -273,27 +319,29 @@ class WideStep:
             wt, z = np.empty(self.cols * self.width, dtype), np.empty(size, dtype)
             gt, s = np.empty(self.cols * self.width, dtype), np.empty(size, dtype)
             rows = {hi - lo for _, lo, hi, _, _ in self.jobs.tolist()}
-            self.scratch[slot] = (wt, z, gt, s, {r: z[:self.n * r].reshape(self.n, r) for r in rows})
+            self.scratch[slot] = (wt, z, gt, s, {r: z[:self.n * r].reshape(self.n, r) for r in rows},
+                                  np.empty(5, np.intp))
         return self.scratch[slot]
 
     def _pass1(self, first: int, last: int, slot: int) -> None:
-        """Per block: z in a scratch block that stays in L2, h = tanh(z) (numpy's SIMD tanh) into
-        the stored h, and the block's part of f (in the next block's call)."""
-        wt, z, _, _, z_views = self._scratch(slot)
-        forward, h_views = self.forward, self.h_views
-        args = (self.w, self.x_c, wt, z, self.h, self.a, self.f_parts)
-        prev = -1
+        """Per block: z in a scratch block that stays in L2, h = tanh(z) (numpy's SIMD loop) into
+        the stored h, and the block's part of f: one call for the range (or three per block where
+        numpy's loop was not found: the same operations on the same values)."""
+        wt, z, _, _, z_views, ptrs = self._scratch(slot)
+        args = (self.w, self.x_c, wt, z, self.h, self.a, self.f_parts, ptrs)
+        if self.fused_tanh:
+            self.forward(self.jobs, first, last, *args)
+            return
+        fsum = _kernels()["fsum"]
         for job in range(first, last):
-            forward(self.jobs, prev, job, *args)
-            h = h_views[job]
-            # the stored h is written once, by tanh, slow enough per element to hide that
-            # memory traffic (z written into h: 7.0 -> 5.6 ms)
+            self.forward(self.jobs, job, job + 1, *args)
+            h = self.h_views[job]
             np.tanh(z_views[h.shape[1]], out=h)
-            prev = job
-        forward(self.jobs, prev, -1, *args)
+            run, _, _, _, block = self.jobs[job]
+            fsum(self.a[run, 0, self.jobs[job, 1]:self.jobs[job, 2]], h, self.f_parts[run, block])
 
     def _pass2(self, first: int, last: int, slot: int) -> None:
-        _, _, gt, s, _ = self._scratch(slot)
+        _, _, gt, s, _, _ = self._scratch(slot)
         self.backward(self.jobs, first, last, self.h, self.delta, self.xd_t, self.a, self.ga, self.gw,
                       gt, s, self.ones)
 
