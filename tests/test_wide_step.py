@@ -194,3 +194,31 @@ def test_a_diverged_run_warns_nothing_and_reports_a_non_finite_loss(threads):
     finally:
         torch.set_num_threads(before)
     assert net._wide[2] is not None and not torch.isfinite(loss).any()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_numpys_tanh_loop_by_address_gives_the_bits_of_the_per_block_path(dtype, monkeypatch):
+    """Pass 1 calls numpy's tanh loop through its address from the compiled kernel; where that loop
+    is not found it calls np.tanh per block. Same operations on the same values: same bits."""
+    import condlab._wide_step as wide
+
+    if wide._numpy_tanh_loop(torch.empty(0, dtype=dtype).numpy().dtype.char) is None:
+        pytest.skip("numpy's tanh loop not found on this numpy: only the per-block path runs")
+    out = []
+    for fused in (True, False):
+        if not fused:
+            monkeypatch.setattr(wide, "_numpy_tanh_loop", lambda dtype: None)
+            monkeypatch.setattr(wide, "_forward_kernel", wide._forward_kernel.__wrapped__)
+        net, x, y = make(20000, 80, dtype=dtype, runs=2)
+        loss = net.loss_and_grad(x, y)
+        assert net._wide[2].fused_tanh is fused
+        out.append((loss, net.grad.clone()))
+    assert torch.equal(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1])
+
+
+def test_a_diverged_step_leaves_no_floating_point_flags_for_numpy_to_report():
+    """numpy's tanh loop called from the kernel may raise the CPU's invalid flag (NaN inputs);
+    numpy clears the flags before its own loops, so a later plain operation warns nothing."""
+    net, x, y = make(30000, 64, dtype=torch.float32, std=1e37)
+    net.loss_and_grad(x, y)
+    np.add(np.ones(3, np.float32), 1)   # pytest turns a RuntimeWarning into an error
