@@ -7,24 +7,30 @@ caches. This step splits the m neurons into blocks of B (chosen from n and the d
 that one block's (n, B) activations stay in L2) and makes two passes over the blocks:
 
 1. per block: ``z = (x, 1) W_blk^T`` (compiled with numba, into an L2 scratch block),
-   ``h = tanh(z)`` (numpy's SIMD tanh, written into a stored (n, m) buffer of (n, B) pieces) and
-   the block's part of ``f = h a`` (eq. 1);
+   ``h = tanh(z)`` (numpy's SIMD tanh loop, written into a stored (n, m) buffer of (n, B) pieces)
+   and the block's part of ``f = h a`` (eq. 1);
 2. with ``delta = (f - y) / n``: per block ``dR/da_blk = delta^T h``, ``s = 1 - h^2`` (into a
    scratch block), ``dR/dW_blk = a_blk * ((x delta)^T s)^T`` (the product through BLAS, kept
    under ``condlab._cpu.BLAS_SINGLE_MAX`` so OpenBLAS runs it on one thread) -- the fold of
    ``Architecture.batched_backward`` for d_out = 1.
+
+Each pass is ONE compiled call per thread over its range of blocks (numba, GIL released): pass
+1 reaches numpy's tanh loop through its address (``_numpy_tanh_loop``: np.tanh's bits). With a
+call or more per block from Python (three in pass 1, four in pass 2, 200 blocks), the threads
+queued for the GIL and a step scaled only 1.3-1.5x from one to two threads; the old pass 2 did
+not scale at all (3.7 ms at one and at two threads; numpy's matmul from two threads at once).
 
 Storing h costs one write and one read of n*m values; computing it again in pass 2 costs one
 more tanh and product: storing measured faster (prototype, n = 80, float32, one thread: 12.7
 vs 17 ms). Measured at n = 80, m = 1e5, d = 5, one thread, CPU time: float32 ~9 ms per
 loss_and_grad (pass 1 ~5.2: tanh 3.4, z 1.5, f 0.45; pass 2 ~3.5), 3.0x faster than the
 architecture's pass; float64 1.7x; at n = 4 1.2-1.3x. The kernels are numba's, compiled on
-first use (cached on disk where numba can write; the z kernel, generated per d, per process).
+first use (cached on disk where numba can write; the pass-1 kernel, generated per d, per process).
 
 With ``torch.get_num_threads() > 1`` the blocks (of all runs) are split into contiguous
-ranges over condlab._cpu's pool (numba kernels and numpy release the GIL). Every block is
-computed the same way whatever the thread count, and f's per-block partial sums are added in
-a fixed order, so results are bit-identical at any thread count (tested).
+ranges over condlab._cpu's pool. Every block is computed the same way whatever the thread
+count, and f's per-block partial sums are added in a fixed order, so results are
+bit-identical at any thread count (tested).
 
 Where it applies (``WideStep.applies``): CPU, float32/float64, one hidden layer without skip,
 the built-in ``tanh``, d_out = 1, with or without output bias, any number of runs R and of
