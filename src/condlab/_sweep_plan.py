@@ -36,10 +36,8 @@ from ._sweep_hash import (  # noqa: F401  (re-exported: the sweep engine and pha
     BATCHED_KEYS,
     HASH_CHARS,
     HASH_VERSION,
-    UNHASHED_KEYS,
     _batch_key,
     _clone,
-    _drop,
     canonical_json,
     run_hash,
 )
