@@ -20,8 +20,8 @@ A new optimizer is one subclass with a ``name``, decorated with ``@register_opti
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import ClassVar
 
 import torch
@@ -107,6 +107,16 @@ class Optimizer:
     def _derive(self) -> None:
         """Recompute tensors derived from the hyper-parameters (after stop or load)."""
 
+    def _in_ranges(self, step: Callable[[slice], None]) -> None:
+        """step(part) over the whole buffer. On CPU no OpenMP region opens (its spinning workers
+        would take the cores condlab's own pool needs next): torch at one thread, a buffer above
+        SERIAL_MAX in one range per thread on condlab's pool (condlab._cpu.torch_in_ranges)."""
+        size = self.params.numel()
+        if self.params.device.type != "cpu":
+            step(slice(0, size))
+        else:
+            torch_in_ranges(step, size, SERIAL_MAX)
+
     def _decay(self, grad: torch.Tensor) -> torch.Tensor:
         """L2 weight decay as torch.optim couples it: grad + weight_decay * params."""
         if self.weight_decay is not None:
@@ -182,17 +192,23 @@ class SGD(Optimizer):
         self.momentum_buffer = torch.zeros_like(params)
 
     def step(self, grad: torch.Tensor) -> None:
-        grad = self._decay(grad)
+        first = self.step_count == 0   # torch starts the momentum buffer at the first gradient
+        self.step_count += 1
+        self._in_ranges(lambda part: self._step(grad, part, first))
+
+    def _step(self, grad: torch.Tensor, part: slice, first: bool) -> None:
+        grad, params = grad[part], self.params[part]
+        if self.weight_decay is not None:
+            grad.addcmul_(params, _part(self.weight_decay, part))
         direction = grad
         if self.momentum is not None:
-            buf = self.momentum_buffer
-            if self.step_count == 0:   # torch starts the buffer at the first gradient
+            buf, momentum = self.momentum_buffer[part], _part(self.momentum, part)
+            if first:
                 buf.copy_(grad)
             else:
-                buf.mul_(self.momentum).add_(grad)
-            direction = grad.addcmul_(buf, self.momentum) if self.nesterov else buf
-        self.step_count += 1
-        self.params.addcmul_(direction, self.lr, value=-1)
+                buf.mul_(momentum).add_(grad)
+            direction = grad.addcmul_(buf, momentum) if self.nesterov else buf
+        params.addcmul_(direction, _part(self.lr, part), value=-1)
 
 
 @register_optimizer
@@ -203,10 +219,7 @@ class GD(Optimizer):
 
     def step(self, grad: torch.Tensor) -> None:
         self.step_count += 1
-        if grad.device.type != "cpu":
-            self.params.addcmul_(self._decay(grad), self.lr, value=-1)
-        else:   # no OpenMP region, large buffers in ranges on condlab's pool (as FusedAdam)
-            torch_in_ranges(partial(self._step, grad), grad.numel(), SERIAL_MAX)
+        self._in_ranges(lambda part: self._step(grad, part))
 
     def _step(self, grad: torch.Tensor, part: slice) -> None:
         grad, params = grad[part], self.params[part]
