@@ -153,12 +153,15 @@ def _cluster(U, sample, thr, need, max_iter, margin):
     return labels, False
 
 
+def compile_in(namespace: dict, names: tuple[str, ...]) -> None:
+    """Replace each named plain function of a module's namespace by its numba compilation
+    (cached on disk, releasing the GIL); the plain functions are what the code runs without numba."""
+    for name in names:
+        namespace[name] = numba.njit(cache=True, nogil=True)(namespace[name])
+
+
 if numba is not None:
-    _leaders = numba.njit(cache=True, nogil=True)(_leaders)
-    _nearest = numba.njit(cache=True, nogil=True)(_nearest)
-    _aligned_sums = numba.njit(cache=True, nogil=True)(_aligned_sums)
-    _unit = numba.njit(cache=True, nogil=True)(_unit)
-    _cluster = numba.njit(cache=True, nogil=True)(_cluster)
+    compile_in(globals(), ("_leaders", "_nearest", "_aligned_sums", "_unit", "_cluster"))
 
 
 def cluster_labels(U: np.ndarray, thr: float, min_count: int, seed_rows: int,

@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from condlab.analysis._cluster_jit import compile_in
+
 try:
     import numba
 except ImportError:
@@ -320,16 +322,5 @@ def _band_all(means, trusted, A, starts, n, p):
 
 
 if numba is not None:
-    _betacf = numba.njit(cache=True, nogil=True)(_betacf)
-    _ibeta = numba.njit(cache=True, nogil=True)(_ibeta)
-    _null = numba.njit(cache=True, nogil=True)(_null)
-    _top_eig = numba.njit(cache=True, nogil=True)(_top_eig)
-    _gram = numba.njit(cache=True, nogil=True)(_gram)
-    _dots = numba.njit(cache=True, nogil=True)(_dots)
-    _quantile_sorted = numba.njit(cache=True, nogil=True)(_quantile_sorted)
-    _needed = numba.njit(cache=True, nogil=True)(_needed)
-    _axis = numba.njit(cache=True, nogil=True)(_axis)
-    _measure = numba.njit(cache=True, nogil=True)(_measure)
-    _band_pair = numba.njit(cache=True, nogil=True)(_band_pair)
-    _band = numba.njit(cache=True, nogil=True)(_band)
-    _band_all = numba.njit(cache=True, nogil=True)(_band_all)
+    compile_in(globals(), ("_betacf", "_ibeta", "_null", "_top_eig", "_gram", "_dots", "_quantile_sorted",
+                           "_needed", "_axis", "_measure", "_band_pair", "_band", "_band_all"))
