@@ -18,7 +18,7 @@ The forward and backward pass belong to the architecture object (``condlab._arch
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -140,21 +140,26 @@ class BatchedNet:
         return loss
 
     def _numpy_step(self, x_aug: torch.Tensor, y: torch.Tensor, work: dict) -> OneLayerStep | None:
-        """The cached numpy step for these data tensors (condlab._cpu_step), or None where it does
-        not apply. The trainer passes the same tensors every step, so one plan serves a batch."""
-        if self._step[0] is x_aug and self._step[1] is y:
-            return self._step[2]
-        step = OneLayerStep(self, x_aug, y, work) if OneLayerStep.applies(self, x_aug, y) else None
-        self._step = (x_aug, y, step)
-        return step
+        """The numpy step for these data tensors (condlab._cpu_step), or None where it does not apply."""
+        return self._cached("_step", x_aug, y, lambda: OneLayerStep(self, x_aug, y, work)
+                            if OneLayerStep.applies(self, x_aug, y) else None)
 
     def _wide_step(self, x_aug: torch.Tensor, y: torch.Tensor) -> WideStep | None:
-        """The cached blocked step of a wide layer for these data tensors (condlab._wide_step), or
-        None where it does not apply; made before the workspace, which it does not need."""
-        if self._wide[0] is x_aug and self._wide[1] is y:
-            return self._wide[2]
-        step = WideStep(self, x_aug, y) if WideStep.applies(self, x_aug, y) else None
-        self._wide = (x_aug, y, step)
+        """The blocked step of a wide layer for these data tensors (condlab._wide_step), or None
+        where it does not apply; made before the workspace, which it does not need."""
+        return self._cached("_wide", x_aug, y, lambda: WideStep(self, x_aug, y)
+                            if WideStep.applies(self, x_aug, y) else None)
+
+    def _cached(self, attr: str, x_aug: torch.Tensor, y: torch.Tensor, make: Callable[[], object]):
+        """The step held in `attr` as (x_aug, y, step) if it was made for these tensors, else make()'s.
+
+        The trainer passes the same data tensors every step, so one plan serves a batch.
+        """
+        held = getattr(self, attr)
+        if held[0] is x_aug and held[1] is y:
+            return held[2]
+        step = make()
+        setattr(self, attr, (x_aug, y, step))
         return step
 
     def run_mask(self, run: int) -> torch.Tensor:
