@@ -91,18 +91,10 @@ def test_written_runs_equal_the_reference_writer_byte_for_byte(tmp_path, thinned
         assert_same_tree(tmp_path / "fast" / f"r{i}", tmp_path / "ref" / f"r{i}")
 
 
-@pytest.mark.parametrize("tools", [True, False])
-def test_runs_written_into_prepared_directories_equal_the_reference(tmp_path, monkeypatch, tools):
-    """A sweep makes the directories and empty files while a batch trains (prepare_runs, with
-    mkdir and touch or in this process); a prepared file the run does not have is removed, a
-    file not prepared is made."""
-    from condlab import _record_prepare
+def test_runs_written_into_prepared_directories_equal_the_reference(tmp_path):
+    """A sweep makes the directories and empty files while a batch trains (prepare_runs); a
+    prepared file the run does not have is removed, a file not prepared is made."""
     from condlab._record_prepare import prepare_runs, record_files
-
-    if tools:
-        monkeypatch.setattr(_record_prepare, "SPAWN_FROM", 0)  # mkdir and touch for this small batch too
-    else:
-        monkeypatch.setattr(_record_prepare, "_tool", lambda command, args: False)
 
     result = condlab.train(dict(BATCH, train=dict(BATCH["train"], snapshot_neurons=0)), progress=False)
     paths = [tmp_path / "fast" / f"r{i}" for i in range(len(result))]
