@@ -47,7 +47,7 @@ def _build(w: Path) -> None:
     (w / "repro/fig3/claims.json").write_text("{}\n")
     bad = w / "bad"
     seed0 = w / "runs/earlier/seed0"
-    for name in ("trunc", "empty", "pickled", "shape", "meta", "nodata", "loss"):
+    for name in ("trunc", "empty", "pickled", "shape", "meta", "nodata", "loss", "losscsv"):
         shutil.copytree(seed0, bad / name)
     snap = (seed0 / "snapshots/layer1.npy").read_bytes()
     (bad / "trunc/snapshots/layer1.npy").write_bytes(snap[: len(snap) // 2])
@@ -57,7 +57,10 @@ def _build(w: Path) -> None:
     np.save(bad / "shape/snapshots/layer1.npy", layer1[:, :2])  # 2 of 4 neurons: a wrong-shaped snapshot
     (bad / "meta/meta.json").write_text('{"seed": 0, ')
     (bad / "nodata/data.npz").unlink()
-    (bad / "loss/loss.csv").write_text("epoch,loss\n0,abc,,\n")
+    loss = (seed0 / "loss.npy").read_bytes()
+    (bad / "loss/loss.npy").write_bytes(loss[: len(loss) // 2])
+    (bad / "losscsv/loss.npy").unlink()  # a record of format 2 keeps its loss in loss.csv
+    (bad / "losscsv/loss.csv").write_text("epoch,loss\n0,abc,,\n")
     shutil.copytree(w / "runs/earlier", bad / "batch")
     (bad / "batch/seed1/snapshots/layer1.npy").write_bytes(snap[:100])
     shutil.copytree(w / "runs/earlier", bad / "batchjson")
@@ -165,7 +168,8 @@ CASES = [
      ["layer1", "has shape", "(5, 4, 3)"], ""),
     ("meta-json", ["analyze", "bad/meta", "--no-figures"], 2, ["bad/meta/meta.json", "not valid JSON"], ""),
     ("data-missing", ["analyze", "bad/nodata", "--no-figures"], 2, ["bad/nodata/data.npz", "missing"], ""),
-    ("loss-csv", ["analyze", "bad/loss", "--no-figures"], 2, ["loss.csv", "epoch,loss"], ""),
+    ("loss-npy", ["analyze", "bad/loss", "--no-figures"], 2, ["bad/loss/loss.npy", "not a readable"], ""),
+    ("loss-csv", ["analyze", "bad/losscsv", "--no-figures"], 2, ["loss.csv", "epoch,loss"], ""),
     ("batch-json", ["analyze", "bad/batchjson", "--no-figures"], 2, ["batch.json", "not valid JSON"], ""),
     ("batch-one-corrupt", ["analyze", "bad/batch", "--no-figures", "--no-replay"], 2,
      ["seed1", "layer1.npy"], ""),

@@ -83,12 +83,12 @@ def wait_for_checkpoint(proc: subprocess.Popen, path: Path, after: int, timeout:
 
 
 def assert_same_records(a: Path, b: Path) -> None:
-    """Every run: identical loss.csv text, snapshots and status."""
+    """Every run: identical loss.npy bytes, snapshots and status."""
     batch_a, batch_b = (json.loads((p / "batch.json").read_text()) for p in (a, b))
     assert [r["dir"] for r in batch_a["runs"]] == [r["dir"] for r in batch_b["runs"]]
     for run in batch_a["runs"]:
         ra, rb = condlab.load_run(a / run["dir"]), condlab.load_run(b / run["dir"])
-        assert (a / run["dir"] / "loss.csv").read_text() == (b / run["dir"] / "loss.csv").read_text()
+        assert (a / run["dir"] / "loss.npy").read_bytes() == (b / run["dir"] / "loss.npy").read_bytes()
         np.testing.assert_array_equal(ra.epochs, rb.epochs)
         for name in ra.weights:
             assert np.array_equal(ra.weights[name], rb.weights[name]), (run["dir"], name)
@@ -108,8 +108,8 @@ def test_sigterm_then_sigkill_then_resume_equals_uninterrupted(long_config, conf
     batch = json.loads((out / "batch.json").read_text())
     last = batch["last_epoch"]
     assert 0 < last < epochs and {r["status"] for r in batch["runs"]} == {"interrupted"}
-    loss = np.loadtxt(out / batch["runs"][-1]["dir"] / "loss.csv", delimiter=",", skiprows=1)
-    assert len(loss) == last + 1 and np.isfinite(loss[:, 1]).all()   # no rows for epochs never run
+    loss = np.load(out / batch["runs"][-1]["dir"] / "loss.npy")
+    assert len(loss) == last + 1 and np.isfinite(loss).all()   # no entries for epochs never run
     assert read_checkpoint(out)["epoch"] == last + 1
     # 2. resume, and SIGKILL it after its next checkpoint
     proc = condlab_cli("--resume", str(out))

@@ -106,3 +106,35 @@ def test_presets_have_caption_settings():
     assert condlab.preset("fig4").model.activations == ["x2tanh", "xtanh", "sigmoid", "tanh", "softplus"]
     with pytest.raises(ConfigError, match="known presets"):
         condlab.preset("fig9")
+
+
+@pytest.mark.parametrize("preset, overrides", [
+    ("fig3", ["train.seeds=[0,1,2]", "train.lr=[0.001,0.002]", "model.init_std=[0.01,0.02]",
+              "train.optimizer=sgd", "train.momentum=[0.0,0.9]", "train.weight_decay=[0.0,0.1]",
+              "model.dropout=[0.0,0.2]"]),
+    ("fig4", ["model.depth=3", "model.activations=[tanh,relu,x2tanh]", "model.d_out=2",
+              "data.target=[x1**2,sin(x2)]"]),
+])
+def test_a_runs_config_is_the_edited_batch_config(preset, overrides):
+    # claim: run_config (what condlab.train gives each run) equals Config.from_dict of the batch
+    # config's dict with the run's single values and the data set's config, and shares no list
+    import dataclasses
+
+    from condlab._api import run_config
+    from condlab._data import make_dataset
+    from condlab._records import RunSpec
+
+    cfg = condlab.preset(preset).with_overrides(overrides)
+    data = make_dataset(cfg.data).config
+    spec = RunSpec(seed=cfg.train.seeds[-1], init_std=cfg.model.init_std[-1], lr=cfg.train.lr[-1],
+                   weight_decay=cfg.train.weight_decay[-1], momentum=cfg.train.momentum[-1],
+                   dropout=cfg.model.dropout[-1])
+    raw = cfg.to_dict()
+    raw["data"] = dataclasses.asdict(data)
+    raw["train"].update(seeds=[spec.seed], lr=[spec.lr], weight_decay=[spec.weight_decay],
+                        momentum=[spec.momentum])
+    raw["model"].update(init_std=[spec.init_std], dropout=[spec.dropout])
+    got = run_config(cfg, data, spec)
+    assert got == Config.from_dict(raw) and got.to_dict() == raw
+    assert got.model.activations is not cfg.model.activations
+    assert got.data.target is not data.target or not isinstance(data.target, list)

@@ -23,7 +23,7 @@ def test_every_run_directory_is_complete(batch):
     assert sorted(p.name for p in out.iterdir()) == ["batch.json", "config.json", "seed0", "seed1", "seed2"]
     for run in result:
         assert sorted(p.name for p in run.path.iterdir()) == [
-            "config.json", "data.npz", "loss.csv", "meta.json", "snapshots"]
+            "config.json", "data.npz", "loss.npy", "meta.json", "snapshots"]
         assert sorted(p.name for p in (run.path / "snapshots").iterdir()) == [
             "epochs.npy", "layer1.npy", "output.npy"]
         meta = json.loads((run.path / "meta.json").read_text())
@@ -107,7 +107,7 @@ def test_interrupted_batch_keeps_what_was_recorded(tmp_path, monkeypatch):
     assert condlab.load_run(run.path).status == "interrupted"
 
 
-# --- format v2: one .npy per layer, memory-mapped, read lazily --------------------------------
+# --- format v2 and v3: one .npy per layer, memory-mapped, read lazily --------------------------------
 
 def test_snapshot_files_are_plain_npy_in_the_training_dtype(batch):
     run = batch[0][0]
@@ -116,7 +116,7 @@ def test_snapshot_files_are_plain_npy_in_the_training_dtype(batch):
     assert layer1.dtype == np.float32 and layer1.shape == (4, 50, 6)
     np.testing.assert_array_equal(np.load(snap / "epochs.npy"), [0, 10, 20, 30])
     meta = json.loads((run.path / "meta.json").read_text())
-    assert meta["record_format"] == 2 and meta["snapshot_layers"] == ["layer1", "output"]
+    assert meta["record_format"] == 3 and meta["snapshot_layers"] == ["layer1", "output"]
     assert meta["snapshot_neurons"] == 0 and meta["full_snapshot_epochs"] == [0, 10, 20, 30]
 
 
@@ -227,8 +227,8 @@ def test_everything_is_on_disk_before_any_rename_and_the_renames_after(tmp_path,
     calls = []
     real_replace, real_durable, real_fsync = records.os.replace, records.durable, records.fsync_path
     monkeypatch.setattr(records, "durable",
-                        lambda files, dirs: calls.append(("durable", len(list(files)))) or
-                        real_durable([], dirs))
+                        lambda files, dirs, roots=None: calls.append(("durable", len(list(files)))) or
+                        real_durable([], dirs, roots))
     monkeypatch.setattr(records.os, "replace", lambda a, b: calls.append(("rename", Path(b).name)) or
                         real_replace(a, b))
     monkeypatch.setattr(records, "fsync_path", lambda p: calls.append(("fsync", Path(p).name)) or
@@ -268,3 +268,18 @@ def _umask() -> int:
     old = os.umask(0)
     os.umask(old)
     return old
+
+
+def test_a_record_of_format_2_with_loss_csv_still_loads(batch, tmp_path):
+    # claim: records written before format 3 keep their loss in loss.csv (epoch,loss rows,
+    # 17 significant digits); load_run reads it to the same floats
+    import shutil
+
+    run = batch[0][0]
+    old = tmp_path / "old"
+    shutil.copytree(run.path, old)
+    loss = np.load(old / "loss.npy")
+    (old / "loss.npy").unlink()
+    (old / "loss.csv").write_text("epoch,loss\n" + "".join(f"{e},{v:.17g}\n" for e, v in enumerate(loss)))
+    np.testing.assert_array_equal(condlab.load_run(old).loss, loss)
+    np.testing.assert_array_equal(condlab.load_run(run.path).loss, run.loss)

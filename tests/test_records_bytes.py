@@ -1,7 +1,7 @@
 """The fast record writer writes the bytes of the plain one (the format users and load_run read).
 
-The reference below is the writer as first written (json.dumps with indent, one f-string per
-loss value, np.save and np.savez); every file of every run is compared byte for byte (data.npz
+The reference below is the writer as first written (json.dumps with indent, np.save and
+np.savez; loss.npy since record format 3); every file of every run is compared byte for byte (data.npz
 member by member: a zip holds its write time), on a batch with several per-run keys, thinned
 snapshots and a diverged run, and on values chosen to be awkward for the formatters.
 """
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import condlab
-from condlab._fastwrite import json_indent2, loss_csv, npy_parts
+from condlab._fastwrite import json_indent2, npy_parts
 from condlab._io import _jsonable
 from condlab._records import RECORD_FORMAT, write_runs
 
@@ -25,9 +25,8 @@ from condlab._records import RECORD_FORMAT, write_runs
 def reference_write(run, d: Path) -> None:
     """The record writer before it was made fast: the definition of the bytes."""
     d.mkdir(parents=True)
-    lines = "\n".join(f"{e},{v:.17g}" for e, v in enumerate(run.loss.tolist()))
     (d / "config.json").write_bytes(json.dumps(run.config.to_dict(), indent=2).encode())
-    (d / "loss.csv").write_bytes(f"epoch,loss\n{lines}\n".encode())
+    np.save(d / "loss.npy", np.asarray(run.loss, dtype=np.float64))
     with open(d / "data.npz", "wb") as fh:
         np.savez(fh, x=run.x, y=run.y)
     snap = d / "snapshots"
@@ -98,7 +97,7 @@ def test_runs_written_into_prepared_directories_equal_the_reference(tmp_path):
 
     result = condlab.train(dict(BATCH, train=dict(BATCH["train"], snapshot_neurons=0)), progress=False)
     paths = [tmp_path / "fast" / f"r{i}" for i in range(len(result))]
-    files = [f for f in record_files(["layer1", "layer2", "output"]) if f != "loss.csv"]
+    files = [f for f in record_files(["layer1", "layer2", "output"]) if f != "loss.npy"]
     prepare_runs(paths, files)
     write_runs(result.runs, paths, prepared=files)
     for i, run in enumerate(result):
@@ -124,18 +123,6 @@ def test_json_indent2_leaves_what_it_does_not_encode_to_json():
     with pytest.raises(TypeError):
         json_indent2({"x": object()})
     assert json_indent2({1: 2, None: [3]}) == json.dumps({1: 2, None: [3]}, indent=2)
-
-
-def test_loss_csv_is_one_17_digit_value_per_epoch():
-    rng = np.random.default_rng(0)
-    values = np.concatenate([rng.standard_normal(500) * 10.0 ** rng.integers(-300, 300, 500),
-                             [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 2.2250738585072014e-308,
-                              1.7976931348623157e308, 1 / 3, 0.1, 1e16, 123456789012345678.0]])
-    with np.errstate(over="ignore"):  # float32 overflows to inf: a value to format, too
-        small = values.astype(np.float32)
-    for loss in (values, values[:1], small, values[:0]):
-        lines = "\n".join(f"{e},{v:.17g}" for e, v in enumerate(loss.tolist()))
-        assert loss_csv(loss) == f"epoch,loss\n{lines}\n".encode()
 
 
 @pytest.mark.parametrize("array", [np.zeros((11, 50, 6), np.float32), np.arange(11), np.ones((3, 1, 51)),

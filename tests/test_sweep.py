@@ -163,21 +163,29 @@ def test_table_rows_match_single_run_training(tmp_path):
     assert change == pytest.approx(row["layer1_rel_change"], rel=1e-9)
 
 
-def test_chunked_writes_give_every_run_and_counts_equal_count_orientations(tmp_path, monkeypatch):
-    # claim: the writer threads (runs written CHUNK_RUNS at a time) and writing in this thread
-    # give the same rows and directories, and the line counts in the rows are exactly
-    # count_orientations(w, sweep=()).n_lines of the recorded weights
+def test_threaded_writes_give_every_run_and_counts_equal_count_orientations(tmp_path):
+    # claim: the writer thread (run files written while the runs are measured) and writing in
+    # this thread give the same rows and directories, and the line counts in the rows are
+    # exactly count_orientations(w, sweep=()).n_lines of the recorded weights
     from condlab._records import load_run
     from condlab._sweep import _batches
-    from condlab._sweep_run import train_part, write_part
+    from condlab._sweep_run import prepare_part, train_part, write_part
     from condlab.analysis import count_orientations, default_epoch
 
-    monkeypatch.setattr("condlab._sweep_run.CHUNK_RUNS", 3)  # 4 runs: a chunk of 3 and one of 1
     batch = _batches(make_plan(dict(TINY, grid={"model.width": [8]}, seeds={"init": 2})), set())[0]
     result = train_part(batch)
     threaded = write_part(batch, result, str(tmp_path / "a"))
     here = write_part(batch, result, str(tmp_path / "b"), workers=0)
-    assert threaded.rows == here.rows and len(here.rows) == len(batch.runs) == 4
+    made = prepare_part(batch, str(tmp_path / "c"))
+    prepared = write_part(batch, result, str(tmp_path / "c"), prepared=made)
+    assert threaded.rows == here.rows == prepared.rows and len(here.rows) == len(batch.runs) == 4
+    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*"))
+    assert len(files) == 4 * 9  # the run directory, snapshots/ and 7 files a run
+    for other in ("b", "c"):  # the same files, byte for byte, however they were written
+        assert sorted(p.relative_to(tmp_path / other) for p in (tmp_path / other).rglob("*")) == files
+        for f in files:
+            if f.suffix and f.name != "data.npz":  # a zip holds its write time
+                assert (tmp_path / other / f).read_bytes() == (tmp_path / "a" / f).read_bytes(), f
     for h, row in here.rows.items():
         run = load_run(tmp_path / "a" / h)
         assert json.loads((tmp_path / "b" / h / "meta.json").read_text())["sweep"]["summary"] == \

@@ -5,8 +5,6 @@ Each function returns exactly what the stock call returns (tests compare them by
 * ``json_indent2(obj, default)`` == ``json.dumps(obj, indent=2, default=default)``: Python 3.11's
   json writes indented output with its pure-Python, generator-based encoder (its C encoder
   does not indent); a recursive join over dicts, lists and scalars is several times faster;
-* ``loss_csv(loss)`` == the ``epoch,loss`` table with ``f"{v:.17g}"`` per value: one ``%``
-  formatting of a format string built once per length, in C, instead of one f-string per epoch;
 * ``npy_parts(array)`` == the bytes of ``np.save(fh, array)`` as (header, data): the header is
   made once per dtype and shape (``np.save`` builds, checks and pads it on every call).
 
@@ -95,20 +93,6 @@ def _value(o: Any, newline: str, default: Callable[[Any], Any] | None, depth: in
     if default is None:
         raise _Unusual  # json.dumps raises its own TypeError
     return _value(default(o), newline, default, depth + 1)
-
-
-@functools.lru_cache(maxsize=16)
-def _loss_format(epochs: int) -> str:
-    return "epoch,loss\n" + "".join([f"{e},%.17g\n" for e in range(epochs)])
-
-
-def loss_csv(loss: np.ndarray) -> bytes:
-    """loss.csv: ``epoch,loss`` then ``e,v`` per epoch, v as ``f"{v:.17g}"``."""
-    values = np.asarray(loss, dtype=np.float64).tolist()
-    if not values:
-        return b"epoch,loss\n\n"
-    # '%.17g' and format(v, '.17g') are the same C routine (tested, specials included)
-    return (_loss_format(len(values)) % tuple(values)).encode()
 
 
 @functools.lru_cache(maxsize=64)

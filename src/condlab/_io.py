@@ -61,14 +61,16 @@ def atomic_write_npz(path: str | Path, arrays: dict[str, np.ndarray], *, compres
     atomic_write_bytes(path, buf.getvalue())
 
 
-def durable(files: Iterable[Path | str], dirs: Iterable[Path]) -> None:
+def durable(files: Iterable[Path | str], dirs: Iterable[Path | str],
+            roots: Iterable[Path | str] | None = None) -> None:
     """Put written `files` and the entries of `dirs` on disk before a commit (e.g. a rename).
 
     One ``syncfs(2)`` per file system where Linux offers it (one system call for a whole
-    batch of run directories), else an fsync of every file and directory.
+    batch of run directories), else an fsync of every file and directory. `roots`: directories
+    on the same file systems as all of `dirs` (e.g. their parents), stat'ed instead of each dir.
     """
     dirs = list(dirs)
-    devices = {os.stat(d).st_dev: d for d in dirs}
+    devices = {os.stat(d).st_dev: d for d in (dirs if roots is None else roots)}
     if _syncfs(devices.values()):
         return
     for path in [*files, *dirs]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 def record_files(layers: Sequence[str]) -> list[str]:
     """The files of an unthinned run directory with these snapshot layers, relative to it."""
-    return ["config.json", "loss.csv", "data.npz", "snapshots/epochs.npy",
+    return ["config.json", "loss.npy", "data.npz", "snapshots/epochs.npy",
             *(f"snapshots/{name}.npy" for name in layers), "meta.json"]
 
 

@@ -3,7 +3,7 @@
     RUN_DIR/
       config.json      the resolved config of this one run (one seed, one lr, one init_std)
       meta.json        seed, lr, init_std, status, initial-stage epoch, snapshot layers, versions, commit
-      loss.csv         epoch,loss for every epoch (eq. 3)
+      loss.npy         (E + 1,) float64: the loss (eq. 3) at every epoch (loss.csv before format 3)
       data.npz         x (n, d), y (n, d_out): the training set
       snapshots/
         epochs.npy     (S,) the snapshot epochs
@@ -40,12 +40,12 @@ import numpy as np
 import torch
 
 from ._config import Config, ConfigError
-from ._fastwrite import fill_file, json_indent2, loss_csv, save_npy, write_file
+from ._fastwrite import fill_file, json_indent2, save_npy, write_file
 from ._io import durable, fsync_path
 from ._models import Architecture, FCNet
 
 STATUSES = ("complete", "diverged", "interrupted")
-RECORD_FORMAT = 2
+RECORD_FORMAT = 3  # 3: loss.npy (2: loss.csv; 1, condlab 0.1.0: snapshots.npz)
 
 
 @dataclass(frozen=True)
@@ -186,47 +186,78 @@ def write_runs(runs: Sequence[Run], paths: Sequence[Path],
 
     `prepared`: ``prepare_runs(paths, prepared)`` made the directories and these empty files.
     """
+    return commit_runs(runs, paths, *write_bodies(runs, paths, prepared))
+
+
+def write_bodies(runs: Sequence[Run], paths: Sequence[Path], prepared: Sequence[str] | None = None,
+                 sync: bool = False) -> tuple[list[str], list[str], Sequence[str] | None]:
+    """Every file of each run directory except meta.json, into ``NAME.partial``.
+
+    The first half of ``write_runs``: a sweep writes these while it measures the runs, whose
+    measurements go into meta.json. `sync`: put them on disk now (``durable``), so that the
+    commit's sync has only the meta.json files left to flush. Returns what ``commit_runs``
+    takes: (the .partial directories, the files written and not yet synced, `prepared`).
+    """
     partials, files, npz_cache = [], [], {}
     for run, path in zip(runs, paths, strict=True):
-        partial = path.with_name(path.name + ".partial")
+        partial = f"{os.fspath(path)}.partial"
         if prepared is None:
             shutil.rmtree(partial, ignore_errors=True)
-            (partial / "snapshots").mkdir(parents=True)
-        written = _write_contents(run, partial, npz_cache, fresh=prepared is None)
-        if prepared is not None:
-            _drop_unwritten(partial, prepared, written)
-        files += written
+            os.makedirs(f"{partial}/snapshots")
+        files += _write_body(run, partial, npz_cache, fresh=prepared is None)
         partials.append(partial)
-    dirs = [d for p in partials for d in (p, p / "snapshots", p / "snapshots" / "full") if d.is_dir()]
-    durable(files, dirs)
+    if prepared is not None:  # meta.json is commit_runs' to write
+        _drop_unwritten(partials, [name for name in prepared if name != "meta.json"], files)
+    if sync and partials:
+        durable(files, _dirs(runs, partials), roots={os.path.dirname(p) for p in partials})
+        files = []
+    return partials, files, prepared
+
+
+def commit_runs(runs: Sequence[Run], paths: Sequence[Path], partials: Sequence[str], files: list[str],
+                prepared: Sequence[str] | None = None) -> list[Path]:
+    """The second half of ``write_runs``: each run's meta.json (from ``run.meta`` as it is now),
+    everything on disk with one ``durable``, then each ``NAME.partial`` renamed to NAME."""
+    write = write_file if prepared is None else fill_file
+    files = list(files)
+    for run, partial in zip(runs, partials, strict=True):
+        files.append(write(f"{partial}/meta.json", (json_indent2(_meta(run), _plain) + "\n").encode()))
+    durable(files, _dirs(runs, partials), roots={os.path.dirname(p) for p in partials})
     for run, path, partial in zip(runs, paths, partials, strict=True):
+        path = Path(path)
         if path.exists():
             shutil.rmtree(path)
         os.replace(partial, path)
         run.path = path
-    for parent in {p.parent for p in paths}:
+    for parent in {Path(p).parent for p in paths}:
         fsync_path(parent)  # the renames themselves
-    return list(paths)
+    return [Path(p) for p in paths]
 
 
-def _drop_unwritten(partial: Path, prepared: Sequence[str], written: list[str]) -> None:
-    """Remove prepared files that this run has not (its layers differ): never an empty stray."""
+def _dirs(runs: Sequence[Run], partials: Sequence[str]) -> list[str]:
+    """The directories of the runs' .partial trees."""
+    return [d for p, run in zip(partials, runs, strict=True)
+            for d in (p, f"{p}/snapshots", *((f"{p}/snapshots/full",) if run.neurons is not None else ()))]
+
+
+def _drop_unwritten(partials: Sequence[str], prepared: Sequence[str], written: list[str]) -> None:
+    """Remove prepared files that a run has not (its layers differ): never an empty stray."""
     done = set(written)
-    for name in prepared:
-        if f"{partial}/{name}" not in done:
-            (partial / name).unlink(missing_ok=True)
+    for partial in partials:
+        for name in prepared:
+            if f"{partial}/{name}" not in done:
+                Path(partial, name).unlink(missing_ok=True)
 
 
-def _write_contents(run: Run, d: Path | str, npz_cache: dict | None = None, fresh: bool = True) -> list[str]:
-    """Every file of a run directory into `d` (its snapshots/ made by the caller); returns the
-    paths (not yet synced). `fresh`: files there may hold older bytes (else they are empty).
-
-    `npz_cache` (of one write_runs call) keeps data.npz's bytes for runs that share x and y.
+def _write_body(run: Run, d: str, npz_cache: dict | None = None, fresh: bool = True) -> list[str]:
+    """Every file of a run directory but meta.json into `d` (its snapshots/ made by the caller);
+    returns the paths (not yet synced). `fresh`: files there may hold older bytes (else they
+    are empty). `npz_cache` (of one write_bodies call) keeps data.npz's bytes for runs that
+    share x and y.
     """
     write = write_file if fresh else fill_file
-    d = os.fspath(d)  # plain strings: pathlib's joins cost more than the writes into empty files
     written = [write(f"{d}/config.json", json_indent2(run.config.to_dict()).encode()),
-               write(f"{d}/loss.csv", loss_csv(run.loss)),
+               save_npy(f"{d}/loss.npy", np.asarray(run.loss, dtype=np.float64), write),
                write(f"{d}/data.npz", _npz_bytes(run.x, run.y, {} if npz_cache is None else npz_cache))]
     snap = f"{d}/snapshots"
     written += _save_layers(snap, run.epochs, run.weights, write)
@@ -234,7 +265,12 @@ def _write_contents(run: Run, d: Path | str, npz_cache: dict | None = None, fres
         written.append(save_npy(f"{snap}/neurons.npy", run.neurons, write))
         os.mkdir(f"{snap}/full")
         written += _save_layers(f"{snap}/full", run.full_epochs, run.full_weights, write)
-    meta = {
+    return written
+
+
+def _meta(run: Run) -> dict:
+    """meta.json of a run: its spec, status, stage and snapshot facts, then ``run.meta``."""
+    return {
         **run.spec.to_dict(),
         "status": run.status, "initial_stage_epoch": run.initial_stage_epoch,
         "diverged_epoch": run.diverged_epoch, "snapshot_epochs": run.epochs.tolist(),
@@ -243,8 +279,6 @@ def _write_contents(run: Run, d: Path | str, npz_cache: dict | None = None, fres
         "full_snapshot_epochs": np.asarray(run.full_epochs).tolist(),
         **run.meta,
     }
-    written.append(write(f"{d}/meta.json", (json_indent2(meta, _plain) + "\n").encode()))
-    return written
 
 
 def _npz_bytes(x: np.ndarray, y: np.ndarray, cache: dict) -> bytes:
@@ -387,7 +421,7 @@ def _load_npy(path: Path, mmap: bool = False) -> np.ndarray:
                               "array, so condlab does not load it: it is not a condlab record or was "
                               "altered") from None
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise RecordError(f"'{path}' is not a readable snapshot file ({first}): the record is corrupt; "
+        raise RecordError(f"'{path}' is not a readable .npy file ({first}): the record is corrupt; "
                           f"{_FIX}") from None
 
 
@@ -407,6 +441,21 @@ def _snapshots_v2(snap: Path, meta: dict, config: Config) -> tuple[np.ndarray, M
     return epochs, LazyLayers(snap, names, len(epochs), thin_shapes), {
         "neurons": neurons, "full_epochs": full_epochs,
         "full_weights": LazyLayers(snap / "full", names, len(full_epochs), full_shapes)}
+
+
+def _loss(path: Path) -> np.ndarray:
+    """The loss curve (E + 1,): loss.npy, or loss.csv in records written before format 3."""
+    if (path / "loss.npy").exists() or not (path / "loss.csv").exists():
+        loss = _load_npy(path / "loss.npy")
+        if loss.ndim != 1 or not np.issubdtype(loss.dtype, np.floating):
+            raise RecordError(f"'{path / 'loss.npy'}' has shape {loss.shape} ({loss.dtype}), expected "
+                              f"float (epochs + 1,): the record is corrupt; {_FIX}")
+        return loss
+    try:
+        return np.loadtxt(path / "loss.csv", delimiter=",", skiprows=1, ndmin=2)[:, 1]
+    except (ValueError, IndexError, OSError):
+        raise RecordError(f"'{path / 'loss.csv'}' is not a table of epoch,loss rows: the record is "
+                          f"corrupt; {_FIX}") from None
 
 
 def load_run(path: str | Path) -> Run:
@@ -438,11 +487,7 @@ def load_run(path: str | Path) -> Run:
         else:
             _check_shapes(path, config, epochs, snap, data["x"])
         weights = snap
-    try:
-        loss = np.loadtxt(path / "loss.csv", delimiter=",", skiprows=1, ndmin=2)[:, 1]
-    except (ValueError, IndexError, OSError):
-        raise RecordError(f"'{path / 'loss.csv'}' is not a table of epoch,loss rows: the record is "
-                          f"corrupt; {_FIX}") from None
+    loss = _loss(path)
     try:
         spec = RunSpec.from_meta(meta)
         return Run(config, spec, epochs, weights, loss, data["x"], data["y"], status=meta["status"],

@@ -10,7 +10,7 @@ its own run directories, so it never touches another batch's runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +20,7 @@ import numpy as np
 
 FINISHED = ("complete", "diverged")  # a run with either status is never trained again
 RAY_MAX_RETRIES = 3
-WRITERS = 4  # chunks of a batch's run directories written at once (threads)
-CHUNK_RUNS = 16  # runs measured, then written together: one syncfs and one fsync per chunk
+WRITERS = 1  # threads writing a batch's run files while its runs are measured (0: none)
 
 
 @dataclass
@@ -51,37 +50,64 @@ class BatchDone:
 
 
 def summarize(run) -> dict[str, Any]:
-    """One table row of measurements for a trained run (see docs/sweeps.md for the columns).
+    """One table row of measurements for a trained run (see docs/sweeps.md for the columns)."""
+    return summarize_many([run])[0]
 
-    Line counts: ``count_orientations(w, sweep=()).n_lines`` (default thresholds, no sweep; computed
-    by ``count_lines``, the same count without the clusters) on each hidden layer's input
-    weights (m, q) at the last snapshot inside the initial stage (``layerK_lines``, the
-    epoch in ``lines_epoch``) and at the last snapshot (``layerK_lines_final``). Relative
-    change: ||W(T) - W(0)||_F / ||W(0)||_F per layer, T the last snapshot.
+
+def summarize_many(runs: Sequence[Any]) -> list[dict[str, Any]]:
+    """The table rows of trained runs (see docs/sweeps.md for the columns), one per run.
+
+    Line counts: ``count_orientations(w, sweep=()).n_lines`` (default thresholds, no sweep;
+    computed by ``count_lines_many``, the same count without the clusters, for all runs' layers
+    of one shape at once) on each hidden layer's input weights (m, q) at the last snapshot
+    inside the initial stage (``layerK_lines``, the epoch in ``lines_epoch``) and at the last
+    snapshot (``layerK_lines_final``). Relative change: ||W(T) - W(0)||_F / ||W(0)||_F per
+    layer, T the last snapshot.
     """
     from .analysis import default_epoch
-    from .analysis._line_counts import count_lines
 
-    last = int(run.meta.get("last_epoch", len(run.loss) - 1))
-    loss = float(run.loss[min(last, len(run.loss) - 1)])
-    row: dict[str, Any] = {
-        "final_loss": loss if np.isfinite(loss) else None,
-        "last_epoch": last,
-        "initial_stage_epoch": run.initial_stage_epoch,
-        "lines_epoch": default_epoch(run),
-        "final_snapshot": int(run.epochs[-1]),
-    }
-    for name, w in run.weights.items():
-        if name.startswith("layer"):
-            # default thresholds, without their stability sweep (4 more clusterings per count)
-            final = count_lines(w[-1])
-            row[f"{name}_lines"] = final if row["lines_epoch"] == row["final_snapshot"] else \
-                count_lines(run.layer(name, row["lines_epoch"]))
-            row[f"{name}_lines_final"] = final
-    for name, w in run.weights.items():
-        start = float(np.linalg.norm(w[0]))
-        row[f"{name}_rel_change"] = float(np.linalg.norm(w[-1] - w[0])) / start if start > 0 else None
-    return row
+    rows: list[dict[str, Any]] = []
+    wanted: list[tuple[int, str, np.ndarray]] = []  # (row, column, layer) to count
+    for i, run in enumerate(runs):
+        last = int(run.meta.get("last_epoch", len(run.loss) - 1))
+        loss = float(run.loss[min(last, len(run.loss) - 1)])
+        row: dict[str, Any] = {
+            "final_loss": loss if np.isfinite(loss) else None,
+            "last_epoch": last,
+            "initial_stage_epoch": run.initial_stage_epoch,
+            "lines_epoch": default_epoch(run),
+            "final_snapshot": int(run.epochs[-1]),
+        }
+        for name, w in run.weights.items():
+            if name.startswith("layer"):
+                row[f"{name}_lines"] = row[f"{name}_lines_final"] = None  # the columns' order
+                wanted.append((i, f"{name}_lines_final", w[-1]))
+                if row["lines_epoch"] != row["final_snapshot"]:
+                    wanted.append((i, f"{name}_lines", run.layer(name, row["lines_epoch"])))
+        for name, w in run.weights.items():
+            start = float(np.linalg.norm(w[0]))
+            row[f"{name}_rel_change"] = float(np.linalg.norm(w[-1] - w[0])) / start if start > 0 else None
+        rows.append(row)
+    for (i, column, _), count in zip(wanted, _counts([w for _, _, w in wanted]), strict=True):
+        rows[i][column] = count
+    for row in rows:  # a run that never left the initial stage: one count serves both columns
+        for column in [c for c in row if c.endswith("_lines") and row[c] is None]:
+            row[column] = row[f"{column}_final"]
+    return rows
+
+
+def _counts(layers: list[np.ndarray]) -> list[int]:
+    """count_lines of each layer: layers of one shape counted together (count_lines_many)."""
+    from .analysis._line_counts import count_lines_many
+
+    out: list[int] = [0] * len(layers)
+    by_shape: dict[tuple[int, ...], list[int]] = {}
+    for i, w in enumerate(layers):
+        by_shape.setdefault(w.shape, []).append(i)
+    for idx in by_shape.values():
+        for i, count in zip(idx, count_lines_many(np.stack([layers[i] for i in idx])), strict=True):
+            out[i] = count
+    return out
 
 
 def train_part(batch: Batch, progress: Any = False):
@@ -125,15 +151,14 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
                prepared: list[str] | None = None) -> BatchDone:
     """Measure each run of a trained batch and write it to runs_dir/<hash>.
 
-    The measurements (Python, holding the GIL) run here, CHUNK_RUNS runs at a time; each
-    chunk's directories are then written by a writer thread while the next chunk is measured
-    (creating files is kernel work, without the GIL). One ``write_runs`` per chunk: its runs
-    are put on disk with one syncfs and one directory fsync, not one each per run.
-    ``workers=0`` writes in the calling thread instead (for profiling: cProfile sees one thread).
-    `prepared`: the files ``prepare_part`` made in the run directories (an interrupted batch
-    removes them).
+    A writer thread writes every file of the runs but meta.json (``write_bodies``) while this
+    thread measures them (``summarize_many``: the line counts are compiled loops that release
+    the GIL); then each meta.json gets its run's row, and ``commit_runs`` puts the batch on disk
+    with one syncfs and renames its directories. ``workers=0`` writes in the calling thread
+    (for profiling: cProfile sees one thread). `prepared`: the files ``prepare_part`` made in
+    the run directories (an interrupted batch removes them).
     """
-    from ._records import write_runs
+    from ._records import commit_runs, write_bodies
 
     if batch.task:
         return _task(batch.task).write_part(batch, result, runs_dir)
@@ -141,21 +166,16 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
         if prepared is not None:
             discard_part(batch, runs_dir)
         return BatchDone(batch.key, {}, result.seconds, interrupted=True)  # nothing written
-    items = list(zip(batch.runs, result.runs, strict=True))
+    runs, paths = result.runs, [Path(runs_dir) / h for h, _ in batch.runs]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        bodies = (pool.submit if workers > 0 else _now)(write_bodies, runs, paths, prepared, True)
+        summaries = summarize_many(runs)
+        written = bodies.result()  # a failed write fails the batch (its runs are trained again)
     rows: dict[str, dict[str, Any]] = {}
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        submit = pool.submit if workers > 0 else _now
-        writes = []
-        for start in range(0, len(items), CHUNK_RUNS):
-            chunk = items[start:start + CHUNK_RUNS]
-            for (h, _), run in chunk:
-                row = summarize(run)
-                run.meta["sweep"] = {"hash": h, "batch": batch.key, "summary": row}
-                rows[h] = {"status": run.status, **row}
-            writes.append(submit(write_runs, [run for _, run in chunk],
-                                 [Path(runs_dir) / h for (h, _), _ in chunk], prepared))
-        for done in writes:
-            done.result()  # a failed write fails the batch (its runs are trained again)
+    for (h, _), run, row in zip(batch.runs, runs, summaries, strict=True):
+        run.meta["sweep"] = {"hash": h, "batch": batch.key, "summary": row}
+        rows[h] = {"status": run.status, **row}
+    commit_runs(runs, paths, *written)
     return BatchDone(batch.key, rows, result.seconds)
 
 
