@@ -257,7 +257,7 @@ def _write_body(run: Run, d: str, npz_cache: dict | None = None, fresh: bool = T
     """
     write = write_file if fresh else fill_file
     written = [write(f"{d}/config.json", json_indent2(run.config.to_dict()).encode()),
-               save_npy(f"{d}/loss.npy", np.asarray(run.loss, dtype=np.float64), write),
+               save_npy(f"{d}/loss.npy", np.ascontiguousarray(run.loss, dtype=np.float64), write),
                write(f"{d}/data.npz", _npz_bytes(run.x, run.y, {} if npz_cache is None else npz_cache))]
     snap = f"{d}/snapshots"
     written += _save_layers(snap, run.epochs, run.weights, write)

@@ -12,11 +12,11 @@ weights at t = 0 are measured when the tracker is made. Every `every` calls it m
 layer the adapter finds (``condlab._layers``; filter with `layers` globs) with
 ``count_orientations`` and, with ``snapshots=True``, keeps a float32 copy of each whole matrix.
 The loss given to call t is what a usual loop computes before its update, i.e. on the weights
-of step t - 1: it is stored as loss.csv row t - 1.
+of step t - 1: it is stored as loss.npy entry t - 1.
 
 Run record (``condlab._records``): config.json (condlab's default config, named after the
 model class: the model was not built by condlab), meta.json (``"architecture": "external"``,
-the model class, layers, skipped modules, the user's epoch at each measured step), loss.csv,
+the model class, layers, skipped modules, the user's epoch at each measured step), loss.npy,
 snapshots (steps and the layers' (rows, cols) matrices, bias last) and condensation.csv (one
 row per measured step and layer: the columns of ``condlab.inspect`` plus step and epoch).
 ``condlab analyze`` reads such a run: it counts the snapshot layers; theory predictions need
@@ -131,7 +131,7 @@ class Tracker:
                 "count_kwargs": {k: list(v) if isinstance(v, tuple) else v
                                  for k, v in self.count_kwargs.items()},
                 "last_epoch": max(len(losses) - 1, 0),
-                "loss_convention": "loss.csv row t: the loss passed to step call t + 1 (weights of step t)"}
+                "loss_convention": "loss.npy entry t: the loss passed to step call t + 1 (weights of step t)"}
         weights = {name: np.stack(ws) for name, ws in self.snaps.items()}
         run = Run(config=Config(name=f"tracker-{type(self.model).__name__}"),
                   spec=RunSpec(seed=None, init_std=None, lr=None),  # type: ignore[arg-type]
