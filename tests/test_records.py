@@ -240,6 +240,29 @@ def test_everything_is_on_disk_before_any_rename_and_the_renames_after(tmp_path,
     assert calls[4:] == [("fsync", tmp_path.name)]              # one fsync of the parent: the renames
 
 
+def test_a_sweeps_two_half_write_syncs_everything_before_any_rename(tmp_path, monkeypatch):
+    # claim: write_bodies(sync=True) puts every file but meta.json on disk, and commit_runs
+    # writes the meta.json files and syncs them before the first rename
+    import condlab._records as records
+
+    calls = []
+    real_replace, real_durable = records.os.replace, records.durable
+    monkeypatch.setattr(records, "durable",
+                        lambda files, dirs, roots=None: calls.append(("durable", sorted(
+                            {Path(f).name for f in files}))) or real_durable([], dirs, roots))
+    monkeypatch.setattr(records.os, "replace", lambda a, b: calls.append(("rename", Path(b).name)) or
+                        real_replace(a, b))
+    runs, paths = [_synthetic_run(30, 3) for _ in range(3)], [tmp_path / f"seed{i}" for i in range(3)]
+    partials, left, prepared = records.write_bodies(runs, paths, sync=True)
+    assert left == [] and calls == [("durable", ["config.json", "data.npz", "epochs.npy", "layer1.npy",
+                                                 "loss.npy", "output.npy"])]
+    assert not any(Path(p, "meta.json").exists() for p in partials)
+    records.commit_runs(runs, paths, partials, left, prepared)
+    assert calls[1] == ("durable", ["meta.json"])
+    assert calls[2:] == [("rename", "seed0"), ("rename", "seed1"), ("rename", "seed2")]
+    assert [condlab.load_run(p).status for p in paths] == ["complete"] * 3
+
+
 def test_a_failed_rename_leaves_only_a_partial_directory(tmp_path, monkeypatch):
     import condlab._records as records
 

@@ -167,7 +167,7 @@ def test_threaded_writes_give_every_run_and_counts_equal_count_orientations(tmp_
     # claim: the writer thread (run files written while the runs are measured) and writing in
     # this thread give the same rows and directories, and the line counts in the rows are
     # exactly count_orientations(w, sweep=()).n_lines of the recorded weights
-    from condlab._records import load_run
+    from condlab._record_load import load_run
     from condlab._sweep import _batches
     from condlab._sweep_run import prepare_part, train_part, write_part
     from condlab.analysis import count_orientations, default_epoch

@@ -51,7 +51,7 @@ _PUBLIC = {
     "preset": "._presets",
     "Run": "._records",
     "RunResult": "._records",
-    "load_run": "._records",
+    "load_run": "._record_load",
     "SweepResult": "._sweep",
     "sweep": "._sweep",
     "TrainingWarning": "._training",
@@ -71,7 +71,8 @@ if TYPE_CHECKING:  # static tools see the names; at run time __getattr__ imports
     from ._inspect import inspect
     from ._models import FCNet
     from ._presets import preset
-    from ._records import Run, RunResult, load_run
+    from ._record_load import load_run
+    from ._records import Run, RunResult
     from ._reduce import Reduction, effective_rank, reduce
     from ._sweep import SweepResult, sweep
     from ._tracker import Tracker, lightning_callback

@@ -198,7 +198,7 @@ def _run_dirs(path: Path) -> list[Path]:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from ._guards import check_count_options, user_message
-    from ._records import load_run
+    from ._record_load import load_run
     from .analysis import analyze_run
 
     check_count_options(args.cos_threshold, args.amplitude_ratio, args.min_share)
@@ -375,7 +375,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 def cmd_reduce(args: argparse.Namespace) -> int:
     from ._io import atomic_write_json, atomic_write_npz, provenance
-    from ._records import load_run
+    from ._record_load import load_run
     from ._reduce import reduce
 
     results = []

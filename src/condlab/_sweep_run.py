@@ -209,7 +209,7 @@ def finished_row(run_dir: Path) -> dict[str, Any] | None:
         return None
     summary = meta.get("sweep", {}).get("summary")
     if summary is None:  # written by something other than a sweep: measure it now
-        from ._records import load_run
+        from ._record_load import load_run
 
         summary = summarize(load_run(run_dir))
     return {"status": meta["status"], **summary}
