@@ -62,7 +62,7 @@ def test_a_run_that_cannot_be_written_is_analysed_into_the_current_folder(run_di
                                                                           capsys):
     """The decision, made observable in-process (root writes through chmod): when the run folder
     refuses files, the analysis goes to ./condlab-analysis/BATCH/RUN/NAME and stderr says so."""
-    import condlab._cli as cli
+    import condlab._cli_records as cli
 
     real = cli._can_write
     monkeypatch.setattr(cli, "_can_write", lambda d: False if run_dir in d.parents else real(d))

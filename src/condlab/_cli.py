@@ -1,4 +1,7 @@
-"""The ``condlab`` command line: activations, presets, config, train."""
+"""The ``condlab`` command line: its parser, and the commands that list and train.
+
+analyze and reduce, the commands that read records, are in _cli_records.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +14,10 @@ import traceback
 import warnings
 from pathlib import Path
 
+from ._cli_records import EXIT_BAD_INPUT, cmd_analyze, cmd_reduce
 from ._config import Config, ConfigError
 
-EXIT_BAD_INPUT, EXIT_DIVERGED, EXIT_INTERRUPTED = 2, 3, 130
+EXIT_DIVERGED, EXIT_INTERRUPTED = 3, 130  # EXIT_BAD_INPUT (2): _cli_records
 EXIT_INTERNAL, EXIT_BROKEN_PIPE = 1, 141
 
 
@@ -180,147 +184,6 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
     return phase_diagram_cli(args)
 
 
-def _run_dirs(path: Path) -> list[Path]:
-    """A run directory, or every run of a batch directory (one with batch.json)."""
-    from ._guards import read_json
-
-    if not path.is_dir():
-        raise ConfigError(f"'{path}' is not a folder: give a run folder or a batch folder "
-                          "written by `condlab train`")
-    if (path / "batch.json").is_file():
-        batch = read_json(path / "batch.json")
-        try:
-            return [path / r["dir"] for r in batch["runs"]]
-        except (KeyError, TypeError):
-            raise ConfigError(f"'{path / 'batch.json'}' does not list runs: the file is corrupt") from None
-    return [path]
-
-
-def cmd_analyze(args: argparse.Namespace) -> int:
-    from ._guards import check_count_options, user_message
-    from ._record_load import load_run
-    from .analysis import analyze_run
-
-    check_count_options(args.cos_threshold, args.amplitude_ratio, args.min_share)
-    counting = {k: v for k, v in (("cos_threshold", args.cos_threshold),
-                                  ("amplitude_ratio", args.amplitude_ratio),
-                                  ("min_share", args.min_share)) if v is not None}
-    layers = None if args.layer is None else [k - 1 for k in args.layer]
-    # --json --no-figures answers on stdout alone: nothing is written (read-only records work)
-    write = bool(args.out) or not (args.json and args.no_figures)
-    results, failed = [], 0
-    for run_dir in _run_dirs(Path(args.path)):
-        try:  # one corrupt run of a batch is reported; the others are analysed
-            run = load_run(run_dir)
-            analysis = analyze_run(run, args.epoch, layers, replay=not args.no_replay,
-                                   count_kwargs=counting)
-        except Exception as err:
-            message = user_message(err)
-            if message is None:
-                raise
-            where = "" if str(run_dir) in message else f"{run_dir}: "
-            print(f"condlab: error: {where}{message}", file=sys.stderr)
-            failed += 1
-            continue
-        out, figures = None, []
-        if write:
-            out = _analysis_dir(run_dir, analysis.name, args.out)
-            analysis.write(out)
-            formats = ("png", "svg") if args.svg else ("png",)
-            figures = [] if args.no_figures else _figures(run, analysis, out, formats)
-        results.append(analysis.to_dict() | {"figures": [str(f) for f in figures],
-                                             "out": None if out is None else str(out)})
-        if not args.json:
-            _print_analysis(analysis, out, figures)
-    if args.json and results:
-        print(json.dumps(results if len(results) > 1 else results[0], indent=2))
-    return EXIT_BAD_INPUT if failed else 0
-
-
-def _analysis_dir(run_dir: Path, name: str, out: str | None) -> Path:
-    """OUT/RUN/NAME, else RUN/analysis/NAME, else (a run we cannot write to) a folder here, said."""
-    if out:
-        return Path(out) / run_dir.name / name
-    target = run_dir / "analysis" / name
-    if _can_write(target):
-        return target
-    here = Path("condlab-analysis") / run_dir.resolve().parent.name / run_dir.name / name
-    if not _can_write(here):
-        raise ValueError(f"cannot write the analysis into '{run_dir}' nor '{here}': give --out DIR, "
-                         "or --json --no-figures to write nothing")
-    print(f"condlab: note: '{run_dir}' is not writable; the analysis goes to '{here}'", file=sys.stderr)
-    return here
-
-
-def _can_write(directory: Path) -> bool:
-    """Whether files can be created in `directory` (made if missing), tried for real."""
-    import tempfile
-
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory):
-            return True
-    except OSError:
-        return False
-
-
-def _figures(run, analysis, out: Path, formats: tuple[str, ...]) -> list[Path]:
-    from .analysis._external import is_external
-    from .plotting import analysis_figures
-
-    if is_external(run):  # any layer size: heat maps of a stated sample of rows
-        from ._inspect import external_run_figures
-
-        return external_run_figures(run, analysis, out)
-
-    return analysis_figures(run, analysis, out, formats)
-
-
-def _print_analysis(analysis, out: Path | None, figures: list[Path]) -> None:
-    import numpy as np
-
-    keys = ["gradient@snapshot", "gradient@init", "sign@init", "replay"]
-    print(f"{analysis.run}  epoch {analysis.epoch}  (optimizer {analysis.optimizer})")
-    if analysis.divergence:
-        print(f"  WARNING: {analysis.divergence}")
-    print(f"  {'layer':<7} {'activation':<10} {'p':>2} {'bound':>5} {'lines':>5} {'dirs':>4} "
-          f"{'stable':>6}  {'shares':<22}" + "".join(f"{k:>18}" for k in keys) + "  best")
-    for r in analysis.layers:
-        o = r.orientations
-        shares = " ".join(f"{c.share:.2f}" for c in o.lines[:5]) + (" ..." if len(o.lines) > 5 else "")
-        p = "-" if r.p is None else str(r.p)
-        bound = "-" if r.p is None else f"{r.p}/{2 * r.p}" + ("!" if r.within_bound is False else "")
-        cells = []
-        for k in keys:
-            angles = r.angles.get(k)
-            cells.append(f"{np.mean(angles):>17.1f}°" if angles else f"{'-':>18}")
-        print(f"  {r.layer:<7} {r.activation:<10} {p:>2} {bound:>5} {o.n_lines:>5} "
-              f"{o.n_directions:>4} {'yes' if o.stable else 'no':>6}  {shares:<22}"
-              + "".join(cells) + f"  {r.best or '-'}")
-        if r.within_bound is False:
-            print(f"          BOUND VIOLATED: {o.n_lines} lines > p = {r.p} (Proposition 1)")
-        if o.n_arcs:
-            print(f"          {o.n_arcs} arc(s) of neurons (a continuous band, not lines): widths "
-                  + ", ".join(f"{c.width_deg:.0f}°" for c in o.arcs))
-        if r.note:
-            print(f"          note: {r.note}")
-    print("  bound: p lines / 2p directions; angles: mean over measured lines of the angle "
-          "to the nearest predicted line")
-    if analysis.model_rank and "skipped" in analysis.model_rank:
-        print(f"  model rank: skipped ({analysis.model_rank['skipped']})")
-    elif analysis.model_rank:
-        r = analysis.model_rank
-        at = ", ".join(f"{k}: {v}" for k, v in r["rank_at"].items())
-        print(f"  model rank rank DF(theta) on {r['inputs']} training inputs: {r['rank']} of {r['n_params']} "
-              f"parameters, {r['n_outputs']} outputs ({r['rule']}; at rtol {at})")
-    for f in analysis.polyfits:
-        print(f"  polynomial fit of the output, degree {f.degree}: R^2 = {f.r2:.6f}")
-    for note in analysis.notes:
-        print(f"  note: {note}")
-    if out is not None:
-        print(f"  written: {out / 'analysis.json'}" + (f" and {len(figures)} figures" if figures else ""))
-
-
 def cmd_inspect(args: argparse.Namespace) -> int:
     from ._inspect import run_inspect
 
@@ -370,38 +233,6 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
               f"{len(result.figures)} figure files")
     if stamped:
         print(f"results in {out} ({point_latest(out)} points there)")
-    return 0
-
-
-def cmd_reduce(args: argparse.Namespace) -> int:
-    from ._io import atomic_write_json, atomic_write_npz, provenance
-    from ._record_load import load_run
-    from ._reduce import reduce
-
-    results = []
-    for run_dir in _run_dirs(Path(args.path)):
-        run = load_run(run_dir)
-        red = reduce(run, epoch=args.epoch, layer=args.layer - 1, negligible=args.negligible,
-                     amplitude_tol=args.amplitude_tol)
-        out = Path(args.out) / run_dir.name if args.out else run_dir / "reduce" / f"epoch{red.epoch}"
-        names = run.architecture.names
-        atomic_write_npz(out / "reduced.npz", {n: w.detach().numpy() for n, w in zip(names, red.net.layers,
-                                                                                      strict=True)})
-        atomic_write_json(out / "reduction.json", {"run": str(run_dir), **red.to_dict(),
-                                                   "provenance": provenance()})
-        results.append({"run": str(run_dir), **red.to_dict(), "out": str(out)})
-        if not args.json:
-            e = red.errors
-            print(f"{run_dir}  epoch {red.epoch}  layer{args.layer}: "
-                  f"width {red.width} -> {red.reduced_width} "
-                  f"({red.n_lines} merged lines, {sum(red.exact)} exact; {len(red.kept)} kept, "
-                  f"{len(red.dropped)} dropped)")
-            print(f"  relative output error: train {e['train_error']:.3g}, test {e['test_error']:.3g}; "
-                  f"loss {e['loss']:.6g} -> {e['reduced_loss']:.6g}; model rank {e['rank']:.0f} -> "
-                  f"{e['reduced_rank']:.0f}")
-            print(f"  written: {out / 'reduction.json'} and reduced.npz")
-    if args.json:
-        print(json.dumps(results if len(results) > 1 else results[0], indent=2))
     return 0
 
 
