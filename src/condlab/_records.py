@@ -30,7 +30,7 @@ import dataclasses
 import io
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -188,12 +188,14 @@ def write_runs(runs: Sequence[Run], paths: Sequence[Path],
 
 
 def write_bodies(runs: Sequence[Run], paths: Sequence[Path], prepared: Sequence[str] | None = None,
-                 sync: bool = False) -> tuple[list[str], list[str], Sequence[str] | None]:
+                 sync: bool | Callable[[], bool] = False
+                 ) -> tuple[list[str], list[str], Sequence[str] | None]:
     """Every file of each run directory except meta.json, into ``NAME.partial``.
 
     The first half of ``write_runs``: a sweep writes these while it measures the runs, whose
-    measurements go into meta.json. `sync`: put them on disk now (``durable``), so that the
-    commit's sync has only the meta.json files left to flush. Returns what ``commit_runs``
+    measurements go into meta.json. `sync` (or what it returns when called, once the files are
+    written): put them on disk now (``durable``), so that the commit's sync has only the
+    meta.json files left to flush. Returns what ``commit_runs``
     takes: (the .partial directories, the files written and not yet synced, `prepared`).
     """
     partials, files, npz_cache = [], [], {}
@@ -206,7 +208,7 @@ def write_bodies(runs: Sequence[Run], paths: Sequence[Path], prepared: Sequence[
         partials.append(partial)
     if prepared is not None:  # meta.json is commit_runs' to write
         _drop_unwritten(partials, [name for name in prepared if name != "meta.json"], files)
-    if sync and partials:
+    if partials and (sync() if callable(sync) else sync):
         durable(files, _dirs(runs, partials), roots={os.path.dirname(p) for p in partials})
         files = []
     return partials, files, prepared

@@ -18,6 +18,7 @@ import json
 import shutil
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,9 +96,12 @@ def sweep(
     with folder_lock(out_dir):  # a second sweep on the same --out is refused, naming this pid
         done_rows, todo = _pending(plan, out_dir / "runs")
         result = SweepResult(plan, out_dir, skipped=len(done_rows))
-        _write_inputs(out_dir, text, plan)
+        _drop_partials(out_dir / "runs")
         show = sys.stderr.isatty() if progress is None else progress
-        _execute(runner, todo, out_dir / "runs", result, done_rows, show)
+        with ThreadPoolExecutor(max_workers=1) as side:  # two small synced files: not in the way
+            inputs = side.submit(_write_inputs, out_dir, text, plan)
+            _execute(runner, todo, out_dir / "runs", result, done_rows, show)
+        inputs.result()
         result.pending = len(plan.runs) - result.skipped - result.trained - result.failed
         _write_results(result, done_rows)
     result.seconds = time.perf_counter() - start
@@ -177,8 +181,12 @@ def _write_inputs(out: Path, text: str, plan: Plan) -> None:
         shutil.copy2(spec_file, out / f"spec-{stamp}.yaml")  # never lose the earlier spec
     atomic_write_text(spec_file, text)
     atomic_write_text(out / "plan.json", _plan_json(plan))
-    for partial in (out / "runs").glob("*.partial"):
-        shutil.rmtree(partial, ignore_errors=True)  # a run killed while being written
+
+
+def _drop_partials(runs_dir: Path) -> None:
+    """Remove the .partial directories of runs killed while being written (before any is made)."""
+    for partial in runs_dir.glob("*.partial"):
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 def _plan_json(plan: Plan) -> str:

@@ -10,6 +10,7 @@ its own run directories, so it never touches another batch's runs.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -153,8 +154,9 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
 
     A writer thread writes every file of the runs but meta.json (``write_bodies``) while this
     thread measures them (``summarize_many``: the line counts are compiled loops that release
-    the GIL); then each meta.json gets its run's row, and ``commit_runs`` puts the batch on disk
-    with one syncfs and renames its directories. ``workers=0`` writes in the calling thread
+    the GIL), and syncs them if the measuring is not done by then; then each meta.json gets its
+    run's row, and ``commit_runs`` puts the rest on disk with one syncfs and renames the
+    directories. ``workers=0`` writes in the calling thread
     (for profiling: cProfile sees one thread). `prepared`: the files ``prepare_part`` made in
     the run directories (an interrupted batch removes them).
     """
@@ -167,9 +169,14 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
             discard_part(batch, runs_dir)
         return BatchDone(batch.key, {}, result.seconds, interrupted=True)  # nothing written
     runs, paths = result.runs, [Path(runs_dir) / h for h, _ in batch.runs]
+    measured = threading.Event()
     with ThreadPoolExecutor(max_workers=1) as pool:
-        bodies = (pool.submit if workers > 0 else _now)(write_bodies, runs, paths, prepared, True)
+        # the files are synced on the writer thread only while this one still measures: after
+        # that, the commit's one sync costs less than two
+        bodies = (pool.submit if workers > 0 else _now)(write_bodies, runs, paths, prepared,
+                                                        lambda: not measured.is_set())
         summaries = summarize_many(runs)
+        measured.set()
         written = bodies.result()  # a failed write fails the batch (its runs are trained again)
     rows: dict[str, dict[str, Any]] = {}
     for (h, _), run, row in zip(batch.runs, runs, summaries, strict=True):
