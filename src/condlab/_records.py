@@ -215,13 +215,14 @@ def write_bodies(runs: Sequence[Run], paths: Sequence[Path], prepared: Sequence[
 
 
 def commit_runs(runs: Sequence[Run], paths: Sequence[Path], partials: Sequence[str], files: list[str],
-                prepared: Sequence[str] | None = None) -> list[Path]:
-    """The second half of ``write_runs``: each run's meta.json (from ``run.meta`` as it is now),
-    everything on disk with one ``durable``, then each ``NAME.partial`` renamed to NAME."""
+                prepared: Sequence[str] | None = None, metas: Sequence[bytes] | None = None) -> list[Path]:
+    """The second half of ``write_runs``: each run's meta.json (`metas`, else ``meta_bytes`` of
+    the run now), everything on disk with one ``durable``, then each ``NAME.partial`` renamed."""
     write = write_file if prepared is None else fill_file
     files = list(files)
-    for run, partial in zip(runs, partials, strict=True):
-        files.append(write(f"{partial}/meta.json", (json_indent2(_meta(run), _plain) + "\n").encode()))
+    metas = [meta_bytes(run) for run in runs] if metas is None else metas
+    for meta, partial in zip(metas, partials, strict=True):
+        files.append(write(f"{partial}/meta.json", meta))
     durable(files, _dirs(runs, partials), roots={os.path.dirname(p) for p in partials})
     for run, path, partial in zip(runs, paths, partials, strict=True):
         path = Path(path)
@@ -266,6 +267,11 @@ def _write_body(run: Run, d: str, npz_cache: dict | None = None, fresh: bool = T
         os.mkdir(f"{snap}/full")
         written += _save_layers(f"{snap}/full", run.full_epochs, run.full_weights, write)
     return written
+
+
+def meta_bytes(run: Run) -> bytes:
+    """The bytes of a run's meta.json, from ``run.meta`` as it is now."""
+    return (json_indent2(_meta(run), _plain) + "\n").encode()
 
 
 def _meta(run: Run) -> dict:

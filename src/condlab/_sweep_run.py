@@ -160,7 +160,7 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
     (for profiling: cProfile sees one thread). `prepared`: the files ``prepare_part`` made in
     the run directories (an interrupted batch removes them).
     """
-    from ._records import commit_runs, write_bodies
+    from ._records import commit_runs, meta_bytes, write_bodies
 
     if batch.task:
         return _task(batch.task).write_part(batch, result, runs_dir)
@@ -177,12 +177,13 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
                                                         lambda: not measured.is_set())
         summaries = summarize_many(runs)
         measured.set()
+        rows: dict[str, dict[str, Any]] = {}
+        for (h, _), run, row in zip(batch.runs, runs, summaries, strict=True):
+            run.meta["sweep"] = {"hash": h, "batch": batch.key, "summary": row}
+            rows[h] = {"status": run.status, **row}
+        metas = [meta_bytes(run) for run in runs]  # while the writer thread may still write
         written = bodies.result()  # a failed write fails the batch (its runs are trained again)
-    rows: dict[str, dict[str, Any]] = {}
-    for (h, _), run, row in zip(batch.runs, runs, summaries, strict=True):
-        run.meta["sweep"] = {"hash": h, "batch": batch.key, "summary": row}
-        rows[h] = {"status": run.status, **row}
-    commit_runs(runs, paths, *written)
+    commit_runs(runs, paths, *written, metas=metas)
     return BatchDone(batch.key, rows, result.seconds)
 
 
