@@ -51,7 +51,7 @@ def main() -> None:
     if args.free_counts:
         import condlab.analysis._line_counts as line_counts
 
-        line_counts.count_lines = lambda w, *a, **k: 0
+        line_counts.count_lines_many = lambda ws, *a, **k: [0] * len(ws)
     measure("batched", 10)  # warm-up
     seen: dict[str, list[tuple[float, float, float, float]]] = {"off": [], "on": []}
     for _ in range(args.repeat):
