@@ -20,13 +20,15 @@ to `_cluster_lines`; docs/sweeps.md ("Speed") has the measurements.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from condlab.analysis._cluster_jit import cluster_labels
+from condlab.analysis import _count_many
+from condlab.analysis._cluster_jit import MARGIN, cluster_labels
 from condlab.analysis._cosine import DEFAULT_CHUNK
-from condlab.analysis._count_caps import Batch, Caps
+from condlab.analysis._count_caps import _PARAMS, Batch, Caps
 from condlab.analysis._orientations import (
     AMPLITUDE_RATIO,
     COS_THRESHOLD,
@@ -53,9 +55,77 @@ def count_lines(
     return _count(U, cos_threshold, _min_count(min_share, len(order)), chunk)
 
 
-def count_lines_many(layers: Iterable[Any], **count_kwargs: Any) -> list[int]:
-    """``count_lines`` of each (m, k) layer of `layers` (a list, or an (R, m, k) array)."""
-    return [count_lines(W, **count_kwargs) for W in layers]
+def count_lines_many(
+    layers: Iterable[Any],
+    *,
+    cos_threshold: float = COS_THRESHOLD,
+    amplitude_ratio: float = AMPLITUDE_RATIO,
+    min_share: float = MIN_SHARE,
+    chunk: int = DEFAULT_CHUNK,
+    threads: int = 1,
+) -> list[int]:
+    """``[count_lines(W) for W in layers]`` for a stack (K, m, k) or a list of (m, k) layers.
+
+    Each group of same-shape layers is counted by one compiled call (analysis/_count_many.py,
+    GIL released), split into `threads` contiguous ranges on condlab's thread pool; the layers
+    it leaves undecided (margins) are recounted by `count_lines`. The same integers always.
+    """
+    if not 0 < cos_threshold <= 1:
+        raise ValueError(f"cos_threshold must be in (0, 1], got {cos_threshold}")
+    if amplitude_ratio < 0:
+        raise ValueError(f"amplitude_ratio must be >= 0, got {amplitude_ratio}")
+    if int(threads) < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    kwargs = {"cos_threshold": cos_threshold, "amplitude_ratio": amplitude_ratio,
+              "min_share": min_share, "chunk": chunk}
+    items = layers if isinstance(layers, np.ndarray) or hasattr(layers, "detach") else list(layers)
+    counts = [-1] * len(items)
+    for index, stack in _shape_groups(items):
+        found = _compiled_counts(stack, cos_threshold, amplitude_ratio, min_share, int(threads))
+        for i, c in zip(index.tolist(), found.tolist(), strict=True):
+            counts[i] = c
+    for i, c in enumerate(counts):
+        if c < 0:  # undecided in the compiled pass, or no numba: the Python count
+            counts[i] = count_lines(items[i], **kwargs)
+    return counts
+
+
+def _shape_groups(items: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(indices, float64 stack (K_s, m, k)) per shape of the 2-D layers among items (the others,
+    left to `count_lines` and its errors, in none)."""
+    if hasattr(items, "detach"):  # a torch stack
+        items = items.detach().cpu().double().numpy()
+    if isinstance(items, np.ndarray) and items.ndim == 3:
+        return [(np.arange(len(items)), np.ascontiguousarray(items, dtype=np.float64))]
+    arrays = [np.asarray(W.detach().cpu().double().numpy() if hasattr(W, "detach") else W) for W in items]
+    shapes: dict[tuple[int, ...], list[int]] = {}
+    for i, W in enumerate(arrays):
+        if W.ndim == 2 and W.dtype.kind in "biuf":
+            shapes.setdefault(W.shape, []).append(i)
+    return [(np.array(index), np.stack([arrays[i] for i in index]).astype(np.float64, copy=False))
+            for index in shapes.values()]
+
+
+def _compiled_counts(stack: np.ndarray, thr: float, ratio: float, min_share: float,
+                     threads: int = 1) -> np.ndarray:
+    """Counts (K,) of a float64 stack (K, m, k) by the compiled pipeline; -1 where it leaves a
+    layer to `count_lines` (all of them without numba)."""
+    out = np.full(len(stack), -1, np.int64)
+    if _count_many.numba is None or len(stack) == 0:
+        return out
+    args = (float(thr), float(ratio), float(min_share), SEED_ROWS, MAX_ITER, MARGIN, _count_many.AMP_MARGIN,
+            _PARAMS)
+    threads = min(threads, len(stack))
+    if threads <= 1:
+        out[:] = _count_many._count_stack(stack, *args)
+        return out
+    from condlab._cpu import _in_parallel, _ranges  # the training steps' pool (imports torch)
+
+    def part(sl: slice) -> None:
+        out[sl] = _count_many._count_stack(stack[sl], *args)
+
+    _in_parallel([partial(part, sl) for sl in _ranges(len(stack), threads)])
+    return out
 
 
 def _count(U: np.ndarray, thr: float, min_count: int, chunk: int) -> int:
