@@ -98,7 +98,7 @@ class Batch:
 
     def _measure_compiled(self, X: np.ndarray, m: int) -> None:
         """What the array code below measures, by _count_jit._measure (numba)."""
-        self.means, self.trusted, self.A, whole, arc, cut, phi, condensed = _count_jit._measure(
+        self.means, self.trusted, self.A, whole, arc, cut, phi, condensed, self.radii = _count_jit._measure(
             X, self.starts, self.n, self.depth, self.piece_min, self.min_count, m, _PARAMS)
         self.whole, self.arc, self.condensed = whole.tolist(), arc.tolist(), condensed.tolist()
         for i in np.flatnonzero(~np.isnan(cut)).tolist():
@@ -205,7 +205,8 @@ class Caps(Batch):
         if len(self.groups) < 2:
             return []
         if _count_jit.numba is not None:
-            ijs = _count_jit._band_all(self.means, self.trusted, self.A, self.starts, self.n, _PARAMS)
+            ijs = _count_jit._band_all(self.means, self.trusted, self.A, self.radii, self.starts,
+                                       self.n, _PARAMS)
             return list(zip(*(x.tolist() for x in ijs), strict=True))
         pairs = np.argwhere(np.triu(np.abs(self.means @ self.means.T) >= _FAR_COS, 1))  # i, then j
         return [(i, j, s) for (i, j), s in zip(pairs.tolist(), self.band_tests(pairs), strict=True) if s != 0]
@@ -215,8 +216,8 @@ class Caps(Batch):
         if len(pairs) == 0:
             return []
         if _count_jit.numba is not None:
-            return _count_jit._band(self.means, self.trusted, self.A, self.starts, self.n, pairs,
-                                    _PARAMS).tolist()
+            return _count_jit._band(self.means, self.trusted, self.A, self.radii, self.starts, self.n,
+                                    pairs, _PARAMS).tolist()
         P = len(pairs)
         ca, cb = self.means[pairs[:, 0]], self.means[pairs[:, 1]]
         dot = np.einsum("ij,ij->i", ca, cb)

@@ -29,12 +29,13 @@ def _quantile_sorted(s, q):
     return s[f] + (b - s[f]) * (h - f)
 
 
-def _top_eig(S):
-    """Largest two eigenvalues (l1 >= l2) and a unit top eigenvector of symmetric S (k, k), k >= 1.
+def _eig(S):
+    """Eigenvalues (k,) of symmetric S (k, k), descending, and unit eigenvectors (k, k), as columns.
 
     Cyclic Jacobi rotations until the off-diagonal's squared norm is below 1e-30 of S's (entries
     ~1e-15 of its norm: backward stable, as LAPACK's eigh; the margins need no more), without a
-    LAPACK call per 6 x 6 matrix.
+    LAPACK call per 6 x 6 matrix. Each rotation updates rows / columns p, q of the symmetric
+    matrix once (the diagonal pair from apq and t alone).
     """
     k = S.shape[0]
     A, V = S.copy(), np.eye(k)
@@ -51,34 +52,42 @@ def _top_eig(S):
             break
         for p in range(k - 1):
             for q in range(p + 1, k):
-                if A[p, q] * A[p, q] <= 1e-34 * total:
+                apq = A[p, q]
+                if apq * apq <= 1e-34 * total:
                     continue
-                theta = (A[q, q] - A[p, p]) / (2.0 * A[p, q])
+                theta = (A[q, q] - A[p, p]) / (2.0 * apq)
                 t = (1.0 if theta >= 0 else -1.0) / (abs(theta) + math.sqrt(theta * theta + 1.0))
                 c = 1.0 / math.sqrt(t * t + 1.0)
                 s = t * c
-                for r in range(k):  # A <- A J (columns p, q)
-                    arp, arq = A[r, p], A[r, q]
-                    A[r, p], A[r, q] = c * arp - s * arq, s * arp + c * arq
-                for r in range(k):  # A <- J^T A (rows p, q)
-                    apr, aqr = A[p, r], A[q, r]
-                    A[p, r], A[q, r] = c * apr - s * aqr, s * apr + c * aqr
+                A[p, p] -= t * apq
+                A[q, q] += t * apq
+                A[p, q] = A[q, p] = 0.0
+                for r in range(k):
+                    if r != p and r != q:
+                        arp, arq = A[r, p], A[r, q]
+                        A[r, p] = A[p, r] = c * arp - s * arq
+                        A[r, q] = A[q, r] = s * arp + c * arq
                 for r in range(k):
                     vrp, vrq = V[r, p], V[r, q]
                     V[r, p], V[r, q] = c * vrp - s * vrq, s * vrp + c * vrq
-    top = 0
+    w = np.empty(k)
     for i in range(k):
-        if A[i, i] > A[top, top]:
-            top = i
-    second = -np.inf
-    for i in range(k):
-        if i != top and A[i, i] > second:
-            second = A[i, i]
-    v = V[:, top].copy()
+        w[i] = A[i, i]
+    order = np.argsort(-w)
+    return w[order], V[:, order]
+
+
+def _top_eig(S):
+    """Largest two eigenvalues (l1 >= l2) and a unit top eigenvector of symmetric S (k, k), k >= 1."""
+    w, V = _eig(S)
+    return w[0], (w[1] if len(w) > 1 else -np.inf), _unit_vector(V[:, 0])
+
+
+def _unit_vector(v):
     norm = 0.0
-    for i in range(k):
+    for i in range(len(v)):
         norm += v[i] * v[i]
-    return A[top, top], second, v / math.sqrt(norm)
+    return v / math.sqrt(norm)
 
 
 def _betacf(a, b, x):
@@ -131,21 +140,30 @@ def _null(r, m, k, margin, r_min, alpha):
     and terms at r_j - margin from below (0 when all stay above alpha); a relative margin of
     1e-6 covers the incomplete beta's rounding (~1e-13).
     """
-    low = np.inf
-    for j in range(2, len(r) + 1):
-        P = np.empty(2)  # cap shares at r_j + margin, r_j - margin
-        for side in range(2):
-            a = min(90.0, 2 * max(r[j - 1] + (margin if side == 0 else -margin), r_min))
-            P[side] = _ibeta((k - 1) / 2, 0.5, math.sin(math.radians(a)) ** 2)
-        if math.floor((m - 1) * P[1] * (1 - 1e-6)) >= j - 1:
-            # j - 1 <= floor of the mean, at or below the median: the tail is >= 1/2 on both
-            # sides, so both terms are >= m / 2 > alpha (alpha < 1/2): nothing to decide here
+    # The result is 1 as soon as any term's upper value clears alpha, whatever the others, so
+    # the upper values are tried first, last terms first (a tight group's smallest is there),
+    # and the lower values only for a group that none of them decides.
+    half = (k - 1) / 2
+    for j in range(len(r), 1, -1):
+        share = _ibeta(half, 0.5, _sin2(r[j - 1] + margin, r_min))
+        if math.floor((m - 1) * share * (1 - 1e-6)) >= j - 1:
+            # j - 1 <= floor of the mean, at or below the median: the tail is >= 1/2, so the
+            # term is >= m / 2 > alpha (alpha < 1/2), at r_j + margin and r_j - margin alike
             continue
-        high = m * _ibeta(j - 1.0, m - j + 1.0, P[0])
-        if high * (1 + 1e-6) <= alpha:
+        if m * _ibeta(j - 1.0, m - j + 1.0, share) * (1 + 1e-6) <= alpha:
             return 1
-        low = min(low, m * _ibeta(j - 1.0, m - j + 1.0, P[1]))
-    return 0 if min(1.0, low) * (1 - 1e-6) > alpha else -1
+    for j in range(len(r), 1, -1):
+        share = _ibeta(half, 0.5, _sin2(r[j - 1] - margin, r_min))
+        if math.floor((m - 1) * share * (1 - 1e-6)) >= j - 1:
+            continue
+        if min(1.0, m * _ibeta(j - 1.0, m - j + 1.0, share)) * (1 - 1e-6) <= alpha:
+            return -1
+    return 0
+
+
+def _sin2(r, r_min):
+    """sin² of twice the angle r (degrees), floored at r_min and capped at 90: cap_share's x."""
+    return math.sin(math.radians(min(90.0, 2 * max(r, r_min)))) ** 2
 
 
 def _gram(X):
@@ -172,17 +190,16 @@ def _needed(span, n, gap_min, gap_margin):
     return max(gap_min, span / (n + 1) * (math.log(n + 1) + gap_margin))
 
 
-def _axis(A, x, mean, ms, depth, p):
-    """(whole, arc, cut, axis angles) of one group from its aligned rows A (n, k); p: the parameters."""
-    margin, eig_gap, tiny, arc_deg = p[0], p[1], p[2], p[3]
+def _axis(A, x, mean, v, ok, ms, depth, p):
+    """(whole, arc, cut, axis angles) of one group from its aligned rows A (n, k), their cosines x
+    to the mean line, the principal tangent axis v and whether it is well-posed; p: the parameters."""
+    margin, tiny, arc_deg = p[0], p[2], p[3]
     gap_min, gap_margin, split_depth = p[4], p[5], p[6]
     n, k = A.shape
     T = np.empty((n, k))
     for i in range(n):
         for j in range(k):
             T[i, j] = A[i, j] - x[i] * mean[j]
-    l1, l2, v = _top_eig(_gram(T))
-    ok = l1 - l2 > eig_gap * l1
     y = _dots(T, v)
     phi = np.empty(n)
     for i in range(n):
@@ -216,8 +233,15 @@ def _axis(A, x, mean, ms, depth, p):
 
 def _measure(X, starts, n, depth, ms, min_count, m, p):
     """Per group of rows X (N, k) (group g: rows starts[g] .. + n[g]): means (c, k), trusted,
-    aligned rows A (N, k), whole, arc, cut (NaN: none), each row's axis angle (N,), and
-    condensed (the null model for m rows in all, asked of groups of >= min_count rows)."""
+    aligned rows A (N, k), whole, arc, cut (NaN: none), each row's axis angle (N,), condensed
+    (the null model for m rows in all, asked of groups of >= min_count rows), and each row's
+    angle (degrees) to its group's mean line (N,).
+
+    One eigendecomposition of the group's Gram matrix G = XᵀX gives both the mean line (top
+    eigenvector, eigenvalue l1) and the principal tangent axis: the tangent rows' Gram matrix is
+    G - l1 v1 v1ᵀ, whose top eigenvector is G's second, v2. It is trusted where l2 - l3 > EIG_GAP
+    of l1 (stricter than of l2), so that its rounding (~1e-16 l1 / (l2 - l3)) stays ~1e-10 rad.
+    """
     c, k = len(n), X.shape[1]
     means, trusted = np.zeros((c, k)), np.zeros(c, np.bool_)
     A, radii, phi = np.empty_like(X), np.empty(X.shape[0]), np.zeros(X.shape[0])
@@ -226,9 +250,10 @@ def _measure(X, starts, n, depth, ms, min_count, m, p):
     for g in range(c):
         lo, hi = starts[g], starts[g] + n[g]
         Xg = X[lo:hi]
-        l1, l2, mean = _top_eig(_gram(Xg))
+        w, V = _eig(_gram(Xg))
+        mean = _unit_vector(V[:, 0])
         means[g] = mean
-        trusted[g] = k < 2 or l1 - l2 > p[1] * l1
+        trusted[g] = k < 2 or w[0] - w[1] > p[1] * w[0]
         x = _dots(Xg, mean)
         for i in range(n[g]):
             s = -1.0 if x[i] < 0 else 1.0
@@ -241,17 +266,23 @@ def _measure(X, starts, n, depth, ms, min_count, m, p):
         elif trusted[g] and n[g] >= min_count:
             condensed[g] = _null(np.sort(radii[lo:hi]), m, k, p[0], p[10], p[11])
         if k > 1 and trusted[g]:
-            wg, ag, cg, pg = _axis(A[lo:hi], x, mean, ms, depth[g], p)
+            ok = w[1] - (w[2] if k > 2 else 0.0) > p[1] * w[0]
+            wg, ag, cg, pg = _axis(A[lo:hi], x, mean, _unit_vector(V[:, 1]), ok, ms, depth[g], p)
             whole[g], arc[g], cut[g] = wg, ag, cg
             phi[lo:hi] = pg
         elif n[g] < 2 * ms or depth[g] >= p[6]:
             whole[g] = 1
-    return means, trusted, A, whole, arc, cut, phi, condensed
+    return means, trusted, A, whole, arc, cut, phi, condensed, radii
 
 
-def _band_pair(means, trusted, A, starts, n, i, j, p):
+def _band_pair(means, trusted, A, radii, starts, n, i, j, p):
     """Tri-state band test (`_joined`) of caps i, j; p as in `_axis`, then far_cos,
-    merge_max_deg, min_fill. Centres surely more than merge_max_deg apart: 0."""
+    merge_max_deg, min_fill. Centres surely more than merge_max_deg apart: 0.
+
+    A member's angle in the band (from either centre) is at most its angle to its own mean
+    line (radii, degrees), so only members at least alpha / 4 from it can lie in the middle
+    half; with fewer than 2 of them (margin included) the band is surely not filled: 0.
+    """
     margin, tiny, gap_min, gap_margin = p[0], p[2], p[4], p[5]
     merge_max, min_fill = p[8], p[9]
     k = means.shape[1]
@@ -263,8 +294,17 @@ def _band_pair(means, trusted, A, starts, n, i, j, p):
     alpha = math.degrees(math.acos(min(1.0, abs(dot))))
     if alpha > merge_max + margin:
         return 0  # merge_by_band skips the pair, or _joined says no (alpha > MERGE_MAX_DEG)
-    if not (trusted[i] and trusted[j]) or alpha < 1e-3 or abs(alpha - merge_max) <= margin:
+    if not (trusted[i] and trusted[j]) or alpha < 1e-3:
         return -1  # left to _joined
+    far = 0
+    for r in range(starts[i], starts[i] + n[i]):
+        far += radii[r] >= alpha / 4 - margin
+    for r in range(starts[j], starts[j] + n[j]):
+        far += radii[r] >= alpha / 4 - margin
+    if far < 2:
+        return 0
+    if abs(alpha - merge_max) <= margin:
+        return -1
     e2 = cb * flip - abs(dot) * ca
     norm = 0.0
     for t in range(k):
@@ -298,15 +338,15 @@ def _band_pair(means, trusted, A, starts, n, i, j, p):
     return 1 if middle >= max(2, min_fill * m_in) and widest < needed and alpha <= merge_max else 0
 
 
-def _band(means, trusted, A, starts, n, pairs, p):
+def _band(means, trusted, A, radii, starts, n, pairs, p):
     """`_band_pair` of each pair of caps (P, 2)."""
     out = np.empty(len(pairs), np.int64)
     for q in range(len(pairs)):
-        out[q] = _band_pair(means, trusted, A, starts, n, pairs[q, 0], pairs[q, 1], p)
+        out[q] = _band_pair(means, trusted, A, radii, starts, n, pairs[q, 0], pairs[q, 1], p)
     return out
 
 
-def _band_all(means, trusted, A, starts, n, p):
+def _band_all(means, trusted, A, radii, starts, n, p):
     """The pairs i < j of caps, in merge_by_band's (row-major) order, whose band test may say yes:
     (i, j, 1) joined, (i, j, -1) undecided (three (q,) arrays); every other pair surely not."""
     c = means.shape[0]
@@ -314,7 +354,7 @@ def _band_all(means, trusted, A, starts, n, p):
     q = 0
     for i in range(c):
         for j in range(i + 1, c):
-            s = _band_pair(means, trusted, A, starts, n, i, j, p)
+            s = _band_pair(means, trusted, A, radii, starts, n, i, j, p)
             if s != 0:
                 first[q], second[q], state[q] = i, j, s
                 q += 1
@@ -322,5 +362,5 @@ def _band_all(means, trusted, A, starts, n, p):
 
 
 if numba is not None:
-    compile_in(globals(), ("_betacf", "_ibeta", "_null", "_top_eig", "_gram", "_dots", "_quantile_sorted",
+    compile_in(globals(), ("_betacf", "_ibeta", "_null", "_sin2", "_eig", "_unit_vector", "_top_eig", "_gram", "_dots", "_quantile_sorted",
                            "_needed", "_axis", "_measure", "_band_pair", "_band", "_band_all"))

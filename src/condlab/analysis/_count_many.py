@@ -125,13 +125,13 @@ def _pieces(labels, piece_min):
     return pieces, sizes
 
 
-def _unions(caps, means, trusted, A, starts, sizes, p):
+def _unions(caps, means, trusted, A, radii, starts, sizes, p):
     """merge_by_band's groups of caps (root order, members ascending); ok False where a band
     test it asks is undecided."""
     c = len(caps)
     parent = np.arange(c)
     if c > 1:
-        first, second, state = _count_jit._band_all(means, trusted, A, starts, sizes, p)
+        first, second, state = _count_jit._band_all(means, trusted, A, radii, starts, sizes, p)
         for q in range(len(first)):
             i, j = _root(parent, first[q]), _root(parent, second[q])
             if i == j:
@@ -186,8 +186,7 @@ def _count_layer(W, thr, ratio, min_share, seed_rows, max_iter, margin, amp_marg
     if min_count == 1:  # every cap is a line of its own
         return len(caps)
     rows, starts, n_rows, out = _batch(U, caps, np.zeros(len(caps), np.int64), piece_min, min_count, n, p)
-    means, trusted, A = out[0], out[1], out[2]
-    unions, ok = _unions(caps, means, trusted, A, starts, n_rows, p)
+    unions, ok = _unions(caps, out[0], out[1], out[2], out[8], starts, n_rows, p)
     if not ok:
         return FALLBACK
     groups, depths = [], []
