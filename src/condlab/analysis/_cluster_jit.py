@@ -153,11 +153,40 @@ def _cluster(U, sample, thr, need, max_iter, margin):
     return labels, False
 
 
-def compile_in(namespace: dict, names: tuple[str, ...]) -> None:
+def compile_in(namespace: dict, names: tuple[str, ...], depends: tuple[str, ...] = ()) -> None:
     """Replace each named plain function of a module's namespace by its numba compilation
-    (cached on disk, releasing the GIL); the plain functions are what the code runs without numba."""
+    (cached on disk, releasing the GIL); the plain functions are what the code runs without numba.
+
+    numba's disk cache checks the defining file's time stamp only, while a compiled caller holds
+    the code of the compiled functions it calls: a module calling the kernels of other modules
+    names their files in `depends`, whose contents then key its cache entries too.
+    """
+    digest = _digest(depends) if depends else ""
     for name in names:
         namespace[name] = numba.njit(cache=True, nogil=True)(namespace[name])
+        if digest:
+            _key_cache_on(namespace[name], digest)
+
+
+def _digest(files: tuple[str, ...]) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in files:
+        with open(f, "rb") as fh:
+            h.update(fh.read())
+    return h.hexdigest()
+
+
+def _key_cache_on(dispatcher, digest: str) -> None:
+    """Add `digest` to the index key of the dispatcher's disk cache (numba's FunctionCache)."""
+    from numba.core.caching import FunctionCache
+
+    class _Keyed(FunctionCache):
+        def _index_key(self, sig, codegen):
+            return (*super()._index_key(sig, codegen), digest)
+
+    dispatcher._cache = _Keyed(dispatcher.py_func)
 
 
 if numba is not None:

@@ -166,6 +166,63 @@ def _sin2(r, r_min):
     return math.sin(math.radians(min(90.0, 2 * max(r, r_min)))) ** 2
 
 
+def _power(G, eig_gap):
+    """Top unit eigenvector of a Gram matrix G (k, k) by power iteration, and whether it is
+    certain: the residual r = |Gv - ρv| (ρ = vᵀGv) and the gap δ = ρ - l2, with l2 <= tr G - ρ
+    (G is positive semi-definite), bound its angle to the true one by r / δ (Davis-Kahan);
+    certain where that is <= 1e-11 rad and δ > eig_gap · (ρ + r) (well-posed, as the
+    eigendecomposition's test). A tight group's l2 / l1 is ~0.01: a few steps."""
+    k = G.shape[0]
+    tr, big = 0.0, 0
+    for i in range(k):
+        tr += G[i, i]
+        if G[i, i] > G[big, big]:
+            big = i
+    v = np.empty(k)
+    norm = math.sqrt(G[big, big])
+    if norm == 0.0:
+        return v, False
+    for i in range(k):
+        v[i] = G[i, big] / norm  # the column of the largest diagonal entry: near the top one
+    v = _unit_vector(v)
+    u = np.empty(k)
+    for _ in range(40):
+        rho, uu = 0.0, 0.0
+        for i in range(k):
+            u[i] = 0.0
+            for j in range(k):
+                u[i] += G[i, j] * v[j]
+            rho += v[i] * u[i]
+        res = 0.0
+        for i in range(k):
+            res += (u[i] - rho * v[i]) ** 2
+            uu += u[i] * u[i]
+        res = math.sqrt(res)
+        gap = rho - (tr - rho) - 1e-13 * tr  # rho - l2, l2 <= tr - l1 <= tr - rho (+ rounding)
+        if gap > eig_gap * (rho + res) and res <= 1e-11 * gap:
+            return v, True
+        if gap <= 0.0 and _ > 3:
+            return v, False  # no dominant eigenvalue: left to the eigendecomposition
+        uu = math.sqrt(uu)
+        for i in range(k):
+            v[i] = u[i] / uu
+    return v, False
+
+
+def _align(Xg, mean, A, radii, lo):
+    """|cos| (n,) of rows Xg (n, k) to mean; writes the rows flipped to its side into A[lo:] and
+    their angles to it (degrees) into radii[lo:]."""
+    n, k = Xg.shape
+    x = _dots(Xg, mean)
+    for i in range(n):
+        s = -1.0 if x[i] < 0 else 1.0
+        for j in range(k):
+            A[lo + i, j] = s * Xg[i, j]
+        x[i] = abs(x[i])
+        radii[lo + i] = math.degrees(math.acos(min(x[i], 1.0)))
+    return x
+
+
 def _gram(X):
     """XᵀX (k, k) of rows X (n, k) (loops: no BLAS binding to compile)."""
     n, k = X.shape
@@ -250,27 +307,36 @@ def _measure(X, starts, n, depth, ms, min_count, m, p):
     for g in range(c):
         lo, hi = starts[g], starts[g] + n[g]
         Xg = X[lo:hi]
-        w, V = _eig(_gram(Xg))
-        mean = _unit_vector(V[:, 0])
-        means[g] = mean
-        trusted[g] = k < 2 or w[0] - w[1] > p[1] * w[0]
-        x = _dots(Xg, mean)
-        for i in range(n[g]):
-            s = -1.0 if x[i] < 0 else 1.0
-            for j in range(k):
-                A[lo + i, j] = s * Xg[i, j]
-            x[i] = abs(x[i])
-            radii[lo + i] = math.degrees(math.acos(min(x[i], 1.0)))
+        G = _gram(Xg)
+        small = n[g] < 2 * ms or depth[g] >= p[6]
+        mean, sure = _power(G, p[1])
+        axis = True
+        if sure and k > 1:
+            x = _align(Xg, mean, A, radii, lo)
+            top = 0.0
+            for i in range(lo, hi):
+                top = max(top, radii[i])
+            # every axis angle lies within [-top, top] (up to rounding): a range below
+            # GAP_MIN_DEG has no gap to cut, one below ARC_DEG is no arc; no axis needed
+            axis = not ((small or 2 * top + p[0] < p[4]) and 2 * top + p[0] < p[3] - 1e-6)
+        if axis:  # the full eigendecomposition: mean line and tangent axis
+            w, V = _eig(G)
+            mean = _unit_vector(V[:, 0])
+            sure = k < 2 or w[0] - w[1] > p[1] * w[0]
+            x = _align(Xg, mean, A, radii, lo)
+        means[g], trusted[g] = mean, sure
         if k < 2:
             condensed[g] = 0  # chance_p is 1 in R^1
-        elif trusted[g] and n[g] >= min_count:
+        elif sure and n[g] >= min_count:
             condensed[g] = _null(np.sort(radii[lo:hi]), m, k, p[0], p[10], p[11])
-        if k > 1 and trusted[g]:
+        if k > 1 and sure and not axis:
+            whole[g], arc[g] = 1, 0
+        elif k > 1 and sure:
             ok = w[1] - (w[2] if k > 2 else 0.0) > p[1] * w[0]
             wg, ag, cg, pg = _axis(A[lo:hi], x, mean, _unit_vector(V[:, 1]), ok, ms, depth[g], p)
             whole[g], arc[g], cut[g] = wg, ag, cg
             phi[lo:hi] = pg
-        elif n[g] < 2 * ms or depth[g] >= p[6]:
+        elif small:
             whole[g] = 1
     return means, trusted, A, whole, arc, cut, phi, condensed, radii
 
@@ -362,5 +428,5 @@ def _band_all(means, trusted, A, radii, starts, n, p):
 
 
 if numba is not None:
-    compile_in(globals(), ("_betacf", "_ibeta", "_null", "_sin2", "_eig", "_unit_vector", "_top_eig", "_gram", "_dots", "_quantile_sorted",
+    compile_in(globals(), ("_betacf", "_ibeta", "_null", "_sin2", "_eig", "_unit_vector", "_power", "_align", "_top_eig", "_gram", "_dots", "_quantile_sorted",
                            "_needed", "_axis", "_measure", "_band_pair", "_band", "_band_all"))

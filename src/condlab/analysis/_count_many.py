@@ -245,6 +245,7 @@ def _count_stack(Ws, thr, ratio, min_share, seed_rows, max_iter, margin, amp_mar
     return out
 
 
-if numba is not None:
+if numba is not None:  # the compiled callers hold the code of _cluster_jit's and _count_jit's kernels
     compile_in(globals(), ("_unit_active", "_min_count", "_labels", "_batch", "_pieces", "_unions",
-                           "_root", "_joined_rows", "_count_layer", "_tally", "_count_stack"))
+                           "_root", "_joined_rows", "_count_layer", "_tally", "_count_stack"),
+               depends=(_cluster_jit.__file__, _count_jit.__file__))
