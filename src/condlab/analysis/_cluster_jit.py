@@ -25,18 +25,26 @@ MARGIN = 1e-9
 
 
 def _leaders(X, thr, margin):
-    """Leader pass over rows X (r, k): (indices, ok); not ok when a |cos| lies within margin of thr."""
+    """Leader pass over rows X (r, k): (indices, ok); not ok when a |cos| lies within margin of thr.
+
+    Each row's cosines to all leaders so far are computed at once, column by column over the
+    leaders held transposed (independent sums: vectorized, not one add chain per pair), each
+    summed over j in order as a plain loop would; then read in leader order.
+    """
     r, k = X.shape
     lead = np.empty(r, np.int64)
-    L = np.empty((r, k))  # the leaders' rows, one after the other (contiguous for the inner loop)
+    LT = np.empty((k, r))  # the leaders' rows, as columns
+    acc = np.empty(r)
     nl = 0
     for a in range(r):
+        acc[:nl] = 0.0
+        for j in range(k):
+            x = X[a, j]
+            for t in range(nl):
+                acc[t] += x * LT[j, t]
         covered, doubt = False, False
         for t in range(nl):
-            c = 0.0
-            for j in range(k):
-                c += X[a, j] * L[t, j]
-            c = abs(c)
+            c = abs(acc[t])
             if c >= thr + margin:
                 covered = True
                 break
@@ -47,7 +55,7 @@ def _leaders(X, thr, margin):
         if doubt:
             return lead[:nl], False
         lead[nl] = a
-        L[nl] = X[a]
+        LT[:, nl] = X[a]
         nl += 1
     return lead[:nl], True
 
@@ -56,17 +64,23 @@ def _nearest(X, C, thr, margin, threshold):
     """Nearest centre by |cos| per row of X (r, k) among C (c, k); -1 below thr when threshold.
 
     Returns (labels, ok); ok is False when a decision lies within margin (|cos| ~ thr, or two
-    centres within margin of the best: numpy's argmax could pick either).
+    centres within margin of the best: numpy's argmax could pick either). A row's cosines to
+    all centres are summed at once over the centres held transposed, as in `_leaders`.
     """
     r, k = X.shape
+    nc = C.shape[0]
+    CT = np.ascontiguousarray(C.T)
+    acc = np.empty(nc)
     labels = np.full(r, -1, np.int64)
     for a in range(r):
+        acc[:] = 0.0
+        for j in range(k):
+            x = X[a, j]
+            for t in range(nc):
+                acc[t] += x * CT[j, t]
         best, second, arg = -1.0, -1.0, -1
-        for t in range(C.shape[0]):
-            c = 0.0
-            for j in range(k):
-                c += X[a, j] * C[t, j]
-            c = abs(c)
+        for t in range(nc):
+            c = abs(acc[t])
             if c > best:
                 best, second, arg = c, best, t
             elif c > second:
