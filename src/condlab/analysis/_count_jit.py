@@ -77,12 +77,6 @@ def _eig(S):
     return w[order], V[:, order]
 
 
-def _top_eig(S):
-    """Largest two eigenvalues (l1 >= l2) and a unit top eigenvector of symmetric S (k, k), k >= 1."""
-    w, V = _eig(S)
-    return w[0], (w[1] if len(w) > 1 else -np.inf), _unit_vector(V[:, 0])
-
-
 def _unit_vector(v):
     norm = 0.0
     for i in range(len(v)):
@@ -428,5 +422,6 @@ def _band_all(means, trusted, A, radii, starts, n, p):
 
 
 if numba is not None:
-    compile_in(globals(), ("_betacf", "_ibeta", "_null", "_sin2", "_eig", "_unit_vector", "_power", "_align", "_top_eig", "_gram", "_dots", "_quantile_sorted",
-                           "_needed", "_axis", "_measure", "_band_pair", "_band", "_band_all"))
+    compile_in(globals(), ("_betacf", "_ibeta", "_null", "_sin2", "_eig", "_unit_vector", "_power", "_align",
+                           "_gram", "_dots", "_quantile_sorted", "_needed", "_axis", "_measure", "_band_pair",
+                           "_band", "_band_all"))
