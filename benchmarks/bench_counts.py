@@ -10,7 +10,16 @@ time.thread_time (CPU time of this thread, robust to other processes), per count
 threads (OMP/BLAS via threadpoolctl when available, torch.set_num_threads). Every count is
 checked: both counters must give the same integer.
 
+Then `count_lines_many` (one compiled call per stack) against the loop a user would write,
+``[count_lines(W) for W in stack]``: on the sweep summary's stack (512 fig3 layers: final and
+epoch-500 weights of 256 runs, float32) and on stacks of the other shapes; rounds of the two
+interleaved (alternating which goes first), wall time (time.perf_counter) and thread time of
+the calling thread, at 1 and 2 threads (count_lines_many(threads=n)); the same integers
+checked. --compile: the first call's compile time in a fresh process with an empty numba
+cache, and the next process's (loading it from disk).
+
     python benchmarks/bench_counts.py [--baseline REV] [--layers 256] [--threads 1,2]
+                                      [--many-only] [--rounds 5] [--compile]
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ import numpy as np
 import torch
 
 import condlab
-from condlab.analysis._line_counts import count_lines
+from condlab.analysis._line_counts import count_lines, count_lines_many
 
 BASELINE = "2692151"  # main before the fast count (count: leaders, bincount, _Caps)
 SHAPES = [(50, 5), (100, 1), (1000, 1), (1000, 5)]  # (width, d): layers (width, d + 1)
@@ -85,6 +94,60 @@ def time_pair(new, old, Ws: list[np.ndarray]) -> tuple[float, float]:
     return t[new] / len(Ws), t[old] / len(Ws)
 
 
+def sweep_stack() -> np.ndarray:
+    """(512, 50, 6) float32: final and epoch-500 layer 1 of the 256 runs of bench_sweep's sweep."""
+    lrs = [1e-3 * 1.25**i for i in range(8)]
+    stds = [0.005 * 1.25**i for i in range(8)]
+    cfg = condlab.preset("fig3").with_overrides([
+        f"train.lr={lrs}", f"model.init_std={stds}", "train.seeds=[0,1,2,3]",
+        "train.epochs=1000", "train.snapshots=every:100"])
+    runs = condlab.train(cfg, progress=False).runs
+    return np.stack([np.asarray(run.weights["layer1"][s]) for run in runs for s in (-1, 5)])
+
+
+def time_many(stack: np.ndarray, threads: int, rounds: int) -> dict[str, float]:
+    """Median seconds (wall, thread) of the loop and of count_lines_many over interleaved rounds."""
+    out: dict[str, list[float]] = {k: [] for k in ("loop_wall", "loop_cpu", "many_wall", "many_cpu")}
+    want = count_lines_many(stack, threads=threads)
+    for r in range(rounds):
+        for name in ("loop", "many") if r % 2 == 0 else ("many", "loop"):
+            w0, c0 = time.perf_counter(), time.thread_time()
+            if name == "loop":
+                got = [count_lines(W) for W in stack]
+            else:
+                got = count_lines_many(stack, threads=threads)
+            out[f"{name}_wall"].append(time.perf_counter() - w0)
+            out[f"{name}_cpu"].append(time.thread_time() - c0)
+            assert got == want, f"{name} counts differ"
+    return {k: float(np.median(v)) for k, v in out.items()}
+
+
+def compile_times() -> list[float]:
+    """Seconds of the first count_lines_many call in two fresh processes sharing an empty cache."""
+    code = ("import time, numpy as np; from condlab.analysis._line_counts import count_lines_many; "
+            "W = np.random.default_rng(0).standard_normal((2, 50, 6)); t = time.perf_counter(); "
+            "count_lines_many(W); print(time.perf_counter() - t)")
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**__import__("os").environ, "NUMBA_CACHE_DIR": cache}
+        return [float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                     check=True).stdout.split()[-1]) for _ in range(2)]
+
+
+def many_section(data: dict, threads_list: list[int], rounds: int) -> None:
+    stacks = {"sweep (50, 6) x512": sweep_stack()}
+    stacks.update({f"{shape} x{len(Ws)}": np.stack(Ws) for shape, Ws in data.items() if shape != (50, 6)})
+    print("count_lines loop vs count_lines_many: ms per stack (median of interleaved rounds), wall / thread")
+    for threads in threads_list:
+        set_threads(threads)
+        for name, stack in stacks.items():
+            t = time_many(stack, threads, rounds)
+            print(f"threads {threads}  {name:>20}  loop {t['loop_wall'] * 1e3:8.2f} / "
+                  f"{t['loop_cpu'] * 1e3:8.2f}"
+                  f"  many {t['many_wall'] * 1e3:8.2f} / {t['many_cpu'] * 1e3:8.2f}"
+                  f"  speed-up (wall) {t['loop_wall'] / t['many_wall']:5.1f}x"
+                  f"  per layer {t['many_wall'] / len(stack) * 1e6:6.1f} us")
+
+
 def set_threads(n: int) -> None:
     torch.set_num_threads(n)
     try:
@@ -99,20 +162,34 @@ def main() -> None:
     ap.add_argument("--baseline", default=BASELINE)
     ap.add_argument("--layers", type=int, default=256, help="layers per shape (large shapes: a quarter)")
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--many-only", action="store_true", help="only count_lines_many vs the loop")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--compile", action="store_true", help="also the first call's compile time")
     args = ap.parse_args()
+    threads_list = [int(t) for t in args.threads.split(",")]
     set_threads(1)
+    if args.compile:
+        first, cached = compile_times()
+        print(f"count_lines_many first call: {first:.1f} s compiling (empty cache), "
+              f"{cached:.2f} s from the cache")
+    if args.many_only:
+        data = {(w, d + 1): layers(w, d, args.layers if w < 1000 else max(8, args.layers // 4))
+                for w, d in SHAPES if w != 50}
+        many_section(data, threads_list, args.rounds)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         old = load_baseline(args.baseline, Path(tmp))
         data = {(w, d + 1): layers(w, d, args.layers if w < 1000 else max(8, args.layers // 4))
                 for w, d in SHAPES}
         print(f"baseline {args.baseline}; ms per count (thread time), now vs baseline")
-        for threads in [int(t) for t in args.threads.split(",")]:
+        for threads in threads_list:
             set_threads(threads)
             for shape, Ws in data.items():
                 time_pair(count_lines, old, Ws[:4])  # first calls
                 new, base = time_pair(count_lines, old, Ws)
                 print(f"threads {threads}  {shape!s:>10}  {len(Ws):4d} layers  now {new * 1e3:7.3f}  "
                       f"baseline {base * 1e3:7.3f}  speed-up {base / new:5.2f}x")
+    many_section(data, threads_list, args.rounds)
 
 
 if __name__ == "__main__":
