@@ -64,34 +64,36 @@ def _nearest(X, C, thr, margin, threshold):
     """Nearest centre by |cos| per row of X (r, k) among C (c, k); -1 below thr when threshold.
 
     Returns (labels, ok); ok is False when a decision lies within margin (|cos| ~ thr, or two
-    centres within margin of the best: numpy's argmax could pick either). A row's cosines to
-    all centres are summed at once over the centres held transposed, as in `_leaders`.
+    centres within margin of the best: numpy's argmax could pick either). The cosines of all
+    rows to one centre are summed at once (rows held transposed: independent sums, vectorized;
+    each over j in order, as a plain loop would), and the best and second best of each row are
+    kept without branches; then the rows are decided in order.
     """
     r, k = X.shape
-    nc = C.shape[0]
-    CT = np.ascontiguousarray(C.T)
-    acc = np.empty(nc)
+    XT = np.ascontiguousarray(X.T)
+    dots = np.zeros(r)
+    best, second = np.full(r, -1.0), np.full(r, -1.0)
+    arg = np.full(r, -1, np.int64)
+    for t in range(C.shape[0]):
+        dots[:] = 0.0
+        for j in range(k):
+            c = C[t, j]
+            for a in range(r):
+                dots[a] += XT[j, a] * c
+        for a in range(r):
+            v = abs(dots[a])
+            second[a] = max(second[a], min(v, best[a]))
+            arg[a] = t if v > best[a] else arg[a]
+            best[a] = max(v, best[a])
     labels = np.full(r, -1, np.int64)
     for a in range(r):
-        acc[:] = 0.0
-        for j in range(k):
-            x = X[a, j]
-            for t in range(nc):
-                acc[t] += x * CT[j, t]
-        best, second, arg = -1.0, -1.0, -1
-        for t in range(nc):
-            c = abs(acc[t])
-            if c > best:
-                best, second, arg = c, best, t
-            elif c > second:
-                second = c
-        if arg < 0:
+        if arg[a] < 0:
             continue
-        if threshold and best < thr - margin:
+        if threshold and best[a] < thr - margin:
             continue
-        if (threshold and best <= thr + margin) or best - second <= margin:
+        if (threshold and best[a] <= thr + margin) or best[a] - second[a] <= margin:
             return labels, False
-        labels[a] = arg
+        labels[a] = arg[a]
     return labels, True
 
 
