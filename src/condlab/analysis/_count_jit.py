@@ -13,7 +13,10 @@ import math
 
 import numpy as np
 
+from condlab.analysis import _eig_jit, _null_jit
 from condlab.analysis._cluster_jit import compile_in
+from condlab.analysis._eig_jit import _dots, _eig, _gram, _power, _unit_vector
+from condlab.analysis._null_jit import _null
 
 try:
     import numba
@@ -29,180 +32,6 @@ def _quantile_sorted(s, q):
     return s[f] + (b - s[f]) * (h - f)
 
 
-def _eig(S):
-    """Eigenvalues (k,) of symmetric S (k, k), descending, and unit eigenvectors (k, k), as columns.
-
-    Cyclic Jacobi rotations until the off-diagonal's squared norm is below 1e-30 of S's (entries
-    ~1e-15 of its norm: backward stable, as LAPACK's eigh; the margins need no more), without a
-    LAPACK call per 6 x 6 matrix. Each rotation updates rows / columns p, q of the symmetric
-    matrix once (the diagonal pair from apq and t alone).
-    """
-    k = S.shape[0]
-    A, V = S.copy(), np.eye(k)
-    total = 0.0
-    for i in range(k):
-        for j in range(k):
-            total += A[i, j] * A[i, j]
-    for _ in range(60):
-        off = 0.0
-        for i in range(k):
-            for j in range(i + 1, k):
-                off += A[i, j] * A[i, j]
-        if off <= 1e-30 * total:
-            break
-        for p in range(k - 1):
-            for q in range(p + 1, k):
-                apq = A[p, q]
-                if apq * apq <= 1e-34 * total:
-                    continue
-                theta = (A[q, q] - A[p, p]) / (2.0 * apq)
-                t = (1.0 if theta >= 0 else -1.0) / (abs(theta) + math.sqrt(theta * theta + 1.0))
-                c = 1.0 / math.sqrt(t * t + 1.0)
-                s = t * c
-                A[p, p] -= t * apq
-                A[q, q] += t * apq
-                A[p, q] = A[q, p] = 0.0
-                for r in range(k):
-                    if r != p and r != q:
-                        arp, arq = A[r, p], A[r, q]
-                        A[r, p] = A[p, r] = c * arp - s * arq
-                        A[r, q] = A[q, r] = s * arp + c * arq
-                for r in range(k):
-                    vrp, vrq = V[r, p], V[r, q]
-                    V[r, p], V[r, q] = c * vrp - s * vrq, s * vrp + c * vrq
-    w = np.empty(k)
-    for i in range(k):
-        w[i] = A[i, i]
-    order = np.argsort(-w)
-    return w[order], V[:, order]
-
-
-def _unit_vector(v):
-    norm = 0.0
-    for i in range(len(v)):
-        norm += v[i] * v[i]
-    return v / math.sqrt(norm)
-
-
-def _betacf(a, b, x):
-    """Continued fraction of the incomplete beta function (modified Lentz; Numerical Recipes)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for i in range(1, 100000):
-        m2 = 2 * i
-        aa = i * (b - i) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + i) * (qab + i) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _ibeta(a, b, x):
-    """Regularized incomplete beta I_x(a, b) (scipy's betainc), to ~1e-13 relative."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x)
-                     + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-def _null(r, m, k, margin, r_min, alpha):
-    """Whether chance_p (_structures.py) of a group is <= alpha: 1 / 0, or -1 when undecided.
-
-    r (n,): the members' angles to the group's mean line, ascending. chance_p = min over j of
-    m·Pr[Bin(m - 1, P(2 r_j)) >= j - 1] (capped at 1), P the cap share I_{sin²}((k - 1)/2, 1/2),
-    the binomial tail I_P(j - 1, m - j + 1) (scipy's bdtrc(j - 2, m - 1, P)). Each term grows
-    with r_j, so terms at r_j + margin bound chance_p from above (1 as soon as one is <= alpha)
-    and terms at r_j - margin from below (0 when all stay above alpha); a relative margin of
-    1e-6 covers the incomplete beta's rounding (~1e-13).
-    """
-    # The result is 1 as soon as any term's upper value clears alpha, whatever the others, so
-    # the upper values are tried first, last terms first (a tight group's smallest is there),
-    # and the lower values only for a group that none of them decides.
-    half = (k - 1) / 2
-    for j in range(len(r), 1, -1):
-        share = _ibeta(half, 0.5, _sin2(r[j - 1] + margin, r_min))
-        if math.floor((m - 1) * share * (1 - 1e-6)) >= j - 1:
-            # j - 1 <= floor of the mean, at or below the median: the tail is >= 1/2, so the
-            # term is >= m / 2 > alpha (alpha < 1/2), at r_j + margin and r_j - margin alike
-            continue
-        if m * _ibeta(j - 1.0, m - j + 1.0, share) * (1 + 1e-6) <= alpha:
-            return 1
-    for j in range(len(r), 1, -1):
-        share = _ibeta(half, 0.5, _sin2(r[j - 1] - margin, r_min))
-        if math.floor((m - 1) * share * (1 - 1e-6)) >= j - 1:
-            continue
-        if min(1.0, m * _ibeta(j - 1.0, m - j + 1.0, share)) * (1 - 1e-6) <= alpha:
-            return -1
-    return 0
-
-
-def _sin2(r, r_min):
-    """sin² of twice the angle r (degrees), floored at r_min and capped at 90: cap_share's x."""
-    return math.sin(math.radians(min(90.0, 2 * max(r, r_min)))) ** 2
-
-
-def _power(G, eig_gap):
-    """Top unit eigenvector of a Gram matrix G (k, k) by power iteration, and whether it is
-    certain: the residual r = |Gv - ρv| (ρ = vᵀGv) and the gap δ = ρ - l2, with l2 <= tr G - ρ
-    (G is positive semi-definite), bound its angle to the true one by r / δ (Davis-Kahan);
-    certain where that is <= 1e-11 rad and δ > eig_gap · (ρ + r) (well-posed, as the
-    eigendecomposition's test). A tight group's l2 / l1 is ~0.01: a few steps."""
-    k = G.shape[0]
-    tr, big = 0.0, 0
-    for i in range(k):
-        tr += G[i, i]
-        if G[i, i] > G[big, big]:
-            big = i
-    v = np.empty(k)
-    norm = math.sqrt(G[big, big])
-    if norm == 0.0:
-        return v, False
-    for i in range(k):
-        v[i] = G[i, big] / norm  # the column of the largest diagonal entry: near the top one
-    v = _unit_vector(v)
-    u = np.empty(k)
-    for _ in range(40):
-        rho, uu = 0.0, 0.0
-        for i in range(k):
-            u[i] = 0.0
-            for j in range(k):
-                u[i] += G[i, j] * v[j]
-            rho += v[i] * u[i]
-        res = 0.0
-        for i in range(k):
-            res += (u[i] - rho * v[i]) ** 2
-            uu += u[i] * u[i]
-        res = math.sqrt(res)
-        gap = rho - (tr - rho) - 1e-13 * tr  # rho - l2, l2 <= tr - l1 <= tr - rho (+ rounding)
-        if gap > eig_gap * (rho + res) and res <= 1e-11 * gap:
-            return v, True
-        if gap <= 0.0 and _ > 3:
-            return v, False  # no dominant eigenvalue: left to the eigendecomposition
-        uu = math.sqrt(uu)
-        for i in range(k):
-            v[i] = u[i] / uu
-    return v, False
-
-
 def _align(Xg, mean, A, radii, lo):
     """|cos| (n,) of rows Xg (n, k) to mean; writes the rows flipped to its side into A[lo:] and
     their angles to it (degrees) into radii[lo:]."""
@@ -215,26 +44,6 @@ def _align(Xg, mean, A, radii, lo):
         x[i] = abs(x[i])
         radii[lo + i] = math.degrees(math.acos(min(x[i], 1.0)))
     return x
-
-
-def _gram(X):
-    """XᵀX (k, k) of rows X (n, k) (loops: no BLAS binding to compile)."""
-    n, k = X.shape
-    G = np.zeros((k, k))
-    for i in range(n):
-        for a in range(k):
-            for b in range(k):
-                G[a, b] += X[i, a] * X[i, b]
-    return G
-
-
-def _dots(X, v):
-    """X @ v (n,) for rows X (n, k) and v (k,)."""
-    out = np.zeros(X.shape[0])
-    for i in range(X.shape[0]):
-        for j in range(X.shape[1]):
-            out[i] += X[i, j] * v[j]
-    return out
 
 
 def _needed(span, n, gap_min, gap_margin):
@@ -254,7 +63,7 @@ def _axis(A, x, mean, v, ok, ms, depth, p):
     y = _dots(T, v)
     phi = np.empty(n)
     for i in range(n):
-        if math.hypot(x[i], y[i]) < tiny:
+        if x[i] * x[i] + y[i] * y[i] < tiny * tiny:
             ok = False
         phi[i] = math.degrees(math.atan2(y[i], x[i]))
     ps = np.sort(phi)
@@ -380,7 +189,7 @@ def _band_pair(means, trusted, A, radii, starts, n, i, j, p):
             y += sign * A[row, t] * e2[t]
         phi = math.degrees(math.atan2(y, x))
         close = min(abs(phi), abs(phi - alpha), abs(phi - alpha / 4), abs(phi - 3 * alpha / 4))
-        if close <= margin or math.hypot(x, y) < tiny:
+        if close <= margin or x * x + y * y < tiny * tiny:
             return -1
         if 0 < phi < alpha:
             inside[m_in] = phi
@@ -421,7 +230,6 @@ def _band_all(means, trusted, A, radii, starts, n, p):
     return first[:q], second[:q], state[:q]
 
 
-if numba is not None:
-    compile_in(globals(), ("_betacf", "_ibeta", "_null", "_sin2", "_eig", "_unit_vector", "_power", "_align",
-                           "_gram", "_dots", "_quantile_sorted", "_needed", "_axis", "_measure", "_band_pair",
-                           "_band", "_band_all"))
+if numba is not None:  # the compiled callers hold the code of _eig_jit's and _null_jit's kernels
+    compile_in(globals(), ("_quantile_sorted", "_align", "_needed", "_axis", "_measure", "_band_pair",
+                           "_band", "_band_all"), depends=(_eig_jit.__file__, _null_jit.__file__))

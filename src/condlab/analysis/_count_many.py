@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from condlab.analysis import _cluster_jit, _count_jit
+from condlab.analysis import _cluster_jit, _count_jit, _eig_jit, _null_jit
 from condlab.analysis._cluster_jit import compile_in
 
 numba = _count_jit.numba
@@ -248,4 +248,4 @@ def _count_stack(Ws, thr, ratio, min_share, seed_rows, max_iter, margin, amp_mar
 if numba is not None:  # the compiled callers hold the code of _cluster_jit's and _count_jit's kernels
     compile_in(globals(), ("_unit_active", "_min_count", "_labels", "_batch", "_pieces", "_unions",
                            "_root", "_joined_rows", "_count_layer", "_tally", "_count_stack"),
-               depends=(_cluster_jit.__file__, _count_jit.__file__))
+               depends=(_cluster_jit.__file__, _count_jit.__file__, _eig_jit.__file__, _null_jit.__file__))
