@@ -378,27 +378,34 @@ def test_amplitude_reference_from_the_canonical_order_equals_np_quantile():
 @pytest.mark.slow
 def test_count_lines_equals_count_orientations_on_thousands_of_layers(trained_layers):
     """The same claim on 3000 random layers, 2816 trained fig3 layers (256 runs x 11 snapshots)
-    and 132 trained wide ones (1000 x 2, 1000 x 6, 100 x 2)."""
+    and 132 trained wide ones (1000 x 2, 1000 x 6, 100 x 2); and count_lines_many on each group
+    of them gives count_lines' integers."""
     import condlab
 
-    for seed in range(3000):
-        W, kwargs = _layer(10_000 + seed)
+    randoms = [_layer(10_000 + seed) for seed in range(3000)]
+    for seed, (W, kwargs) in enumerate(randoms):
         assert count_lines(W, **kwargs) == count_orientations(W, sweep=(), **kwargs).n_lines, seed
+    for share in (None, 0.0):
+        some = [W for W, kw in randoms if kw.get("min_share") == share]
+        kwargs = {} if share is None else {"min_share": share}
+        assert count_lines_many(some, **kwargs) == [count_lines(W, **kwargs) for W in some]
     lrs = [1e-3 * 1.25**i for i in range(8)]
     stds = [0.005 * 1.25**i for i in range(8)]
     cfg = condlab.preset("fig3").with_overrides([
         f"train.lr={lrs}", f"model.init_std={stds}", "train.seeds=[0,1,2,3]",
         "train.epochs=1000", "train.snapshots=every:100"])
-    for run in condlab.train(cfg, progress=False).runs:
-        for W in run.weights["layer1"]:
-            assert count_lines(W) == count_orientations(W, sweep=()).n_lines
+    trained = [W for run in condlab.train(cfg, progress=False).runs for W in run.weights["layer1"]]
+    for W in trained:
+        assert count_lines(W) == count_orientations(W, sweep=()).n_lines
+    assert count_lines_many(np.stack(trained)) == [count_lines(W) for W in trained]
     for width, d in ((1000, 1), (1000, 5), (100, 1)):  # wide layers: big caps, long null-model sums
         cfg = condlab.preset("fig3").with_overrides([
             "train.lr=[0.001,0.002]", "model.init_std=[0.005,0.01]", f"model.width={width}",
             f"data.d={d}", "train.epochs=1000", "train.snapshots=every:100"])
-        for run in condlab.train(cfg, progress=False).runs:
-            for W in run.weights["layer1"]:
-                assert count_lines(W) == count_orientations(W, sweep=()).n_lines
+        wide = [W for run in condlab.train(cfg, progress=False).runs for W in run.weights["layer1"]]
+        for W in wide:
+            assert count_lines(W) == count_orientations(W, sweep=()).n_lines
+        assert count_lines_many(np.stack(wide)) == [count_lines(W) for W in wide]
 
 
 # --- count_lines_many: one compiled call per stack ---------------------------------------------
