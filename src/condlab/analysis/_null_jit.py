@@ -76,6 +76,8 @@ def _null(r, m, k, margin, r_min, alpha):
         x = _sin2(r[j - 1] + margin, r_min)
         if m * _tail_bound(j - 1, m - 1, x, half, log_beta) * (1 + 2e-6) <= alpha:
             return 1  # even a bound above the term clears alpha
+        if m * _tail_low(j - 1, m - 1, x, half, log_beta) * (1 - 2e-6) > alpha:
+            continue  # even a bound below it does not
         share = _ibeta(half, 0.5, x)
         if math.floor((m - 1) * share * (1 - 1e-6)) >= j - 1:
             # j - 1 <= floor of the mean, at or below the median: the tail is >= 1/2, so the
@@ -84,7 +86,10 @@ def _null(r, m, k, margin, r_min, alpha):
         if m * _ibeta(j - 1.0, m - j + 1.0, share) * (1 + 1e-6) <= alpha:
             return 1
     for j in range(len(r), 1, -1):
-        share = _ibeta(half, 0.5, _sin2(r[j - 1] - margin, r_min))
+        x = _sin2(r[j - 1] - margin, r_min)
+        if min(1.0, m * _tail_low(j - 1, m - 1, x, half, log_beta) * (1 - 2e-6)) * (1 - 1e-6) > alpha:
+            continue
+        share = _ibeta(half, 0.5, x)
         if math.floor((m - 1) * share * (1 - 1e-6)) >= j - 1:
             continue
         if min(1.0, m * _ibeta(j - 1.0, m - j + 1.0, share)) * (1 - 1e-6) <= alpha:
@@ -109,10 +114,26 @@ def _tail_bound(t, N, x, a, log_beta):
     return math.exp(-N * d)
 
 
+def _tail_low(t, N, x, a, log_beta):
+    """A lower bound of Pr[Bin(N, P) >= t] (t >= 1), P = I_x(a, 1/2) the cap share: the
+    probability of exactly t at P' = (x^a / a + x^(a+1) / (2 (a + 1))) / B(a, 1/2) <= P (the
+    integrand's (1 - s)^(-1/2) >= 1 + s / 2); the tail grows with P."""
+    if x >= 1.0:
+        return 1.0
+    if x <= 0.0:
+        return 0.0
+    p = (math.exp(a * math.log(x) - math.log(a) - log_beta)
+         + math.exp((a + 1) * math.log(x) - math.log(2 * (a + 1)) - log_beta))
+    if p >= 1.0:
+        return 0.0
+    return math.exp(math.lgamma(N + 1.0) - math.lgamma(t + 1.0) - math.lgamma(N - t + 1.0)
+                    + t * math.log(p) + (N - t) * math.log1p(-p))
+
+
 def _sin2(r, r_min):
     """sin² of twice the angle r (degrees), floored at r_min and capped at 90: cap_share's x."""
     return math.sin(math.radians(min(90.0, 2 * max(r, r_min)))) ** 2
 
 
 if numba is not None:
-    compile_in(globals(), ("_betacf", "_ibeta", "_null", "_tail_bound", "_sin2"))
+    compile_in(globals(), ("_betacf", "_ibeta", "_null", "_tail_bound", "_tail_low", "_sin2"))
