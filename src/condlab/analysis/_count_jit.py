@@ -122,11 +122,12 @@ def _measure(X, starts, n, depth, ms, min_count, m, p):
             # every axis angle lies within [-top, top] (up to rounding): a range below
             # GAP_MIN_DEG has no gap to cut, one below ARC_DEG is no arc; no axis needed
             axis = not ((small or 2 * top + p[0] < p[4]) and 2 * top + p[0] < p[3] - 1e-6)
-        if axis:  # the full eigendecomposition: mean line and tangent axis
+        if axis:  # the full eigendecomposition: the tangent axis (and the mean line if unsure)
             w, V = _eig(G)
-            mean = _unit_vector(V[:, 0])
-            sure = k < 2 or w[0] - w[1] > p[1] * w[0]
-            x = _align(Xg, mean, A, radii, lo)
+            if not sure:
+                mean = _unit_vector(V[:, 0])
+                sure = k < 2 or w[0] - w[1] > p[1] * w[0]
+                x = _align(Xg, mean, A, radii, lo)
         means[g], trusted[g] = mean, sure
         if k < 2:
             condensed[g] = 0  # chance_p is 1 in R^1
@@ -159,6 +160,8 @@ def _band_pair(means, trusted, A, radii, starts, n, i, j, p):
     dot = 0.0
     for t in range(k):
         dot += ca[t] * cb[t]
+    if abs(dot) < p[7]:
+        return 0  # more than merge_max_deg + 1e-3 apart: merge_by_band skips the pair
     flip = -1.0 if dot < 0 else 1.0
     alpha = math.degrees(math.acos(min(1.0, abs(dot))))
     if alpha > merge_max + margin:
