@@ -12,6 +12,10 @@ scattered and negligible rows, parameters), and with the float work done in anot
   only where every compared angle clears its threshold by 1e-4 degrees; the full tests of
   _structures.py, on the same arrays, for the rest. split_by_gap runs breadth first.
 
+``count_lines_many(stack)`` counts a stack of same-shape layers in one compiled call (the
+whole pipeline above, analysis/_count_many.py, GIL released), recounting with ``count_lines``
+the layers where a decision is left open, so the integers are the same.
+
 tests/test_line_counts.py holds ``count_lines`` to ``count_orientations`` on planted, random,
 edge and trained layers, each decided answer to its full test, and the compiled clustering
 to `_cluster_lines`; docs/sweeps.md ("Speed") has the measurements.
