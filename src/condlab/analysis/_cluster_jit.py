@@ -179,6 +179,9 @@ def compile_in(namespace: dict, names: tuple[str, ...], depends: tuple[str, ...]
     """
     digest = _digest(depends) if depends else ""
     for name in names:
+        if digest and not _keyable():  # another numba's cache internals: compile in each process
+            namespace[name] = numba.njit(nogil=True)(namespace[name])
+            continue
         namespace[name] = numba.njit(cache=True, nogil=True)(namespace[name])
         if digest:
             _key_cache_on(namespace[name], digest)
@@ -192,6 +195,15 @@ def _digest(files: tuple[str, ...]) -> str:
         with open(f, "rb") as fh:
             h.update(fh.read())
     return h.hexdigest()
+
+
+def _keyable() -> bool:
+    """Whether numba's FunctionCache (index key, per-dispatcher cache) is there to extend."""
+    try:
+        from numba.core.caching import FunctionCache
+    except ImportError:
+        return False
+    return hasattr(FunctionCache, "_index_key")
 
 
 def _key_cache_on(dispatcher, digest: str) -> None:
