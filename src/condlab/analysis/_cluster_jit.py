@@ -63,8 +63,9 @@ def _leaders(X, thr, margin):
 def _nearest(X, C, thr, margin, threshold):
     """Nearest centre by |cos| per row of X (r, k) among C (c, k); -1 below thr when threshold.
 
-    Returns (labels, ok); ok is False when a decision lies within margin (|cos| ~ thr, or two
-    centres within margin of the best: numpy's argmax could pick either). The cosines of all
+    Returns (labels, ok, positive); ok is False when a decision lies within margin (|cos| ~ thr,
+    or two centres within margin of the best: numpy's argmax could pick either); positive: the
+    cosine to the chosen centre is > 0 (the sign `_aligned_sums` would find). The cosines of all
     rows to one centre are summed at once (rows held transposed: independent sums, vectorized;
     each over j in order, as a plain loop would), and the best and second best of each row are
     kept without branches; then the rows are decided in order.
@@ -74,6 +75,7 @@ def _nearest(X, C, thr, margin, threshold):
     dots = np.zeros(r)
     best, second = np.full(r, -1.0), np.full(r, -1.0)
     arg = np.full(r, -1, np.int64)
+    positive = np.zeros(r, np.bool_)
     for t in range(C.shape[0]):
         dots[:] = 0.0
         for j in range(k):
@@ -84,6 +86,7 @@ def _nearest(X, C, thr, margin, threshold):
             v = abs(dots[a])
             second[a] = max(second[a], min(v, best[a]))
             arg[a] = t if v > best[a] else arg[a]
+            positive[a] = dots[a] > 0 if v > best[a] else positive[a]
             best[a] = max(v, best[a])
     labels = np.full(r, -1, np.int64)
     for a in range(r):
@@ -92,9 +95,9 @@ def _nearest(X, C, thr, margin, threshold):
         if threshold and best[a] < thr - margin:
             continue
         if (threshold and best[a] <= thr + margin) or best[a] - second[a] <= margin:
-            return labels, False
+            return labels, False, positive
         labels[a] = arg[a]
-    return labels, True
+    return labels, True, positive
 
 
 def _aligned_sums(X, labels, C, n):
@@ -109,6 +112,20 @@ def _aligned_sums(X, labels, C, n):
         for j in range(k):
             c += X[a, j] * C[t, j]
         s = 1.0 if c > 0 else -1.0  # |c| >= thr: the sign is not in doubt
+        for j in range(k):
+            out[t, j] += s * X[a, j]
+    return out
+
+
+def _signed_sums(X, labels, positive, n):
+    """`_aligned_sums` of rows X whose signs to their centres are known (positive: > 0)."""
+    k = X.shape[1]
+    out = np.zeros((n, k))
+    for a in range(X.shape[0]):
+        t = labels[a]
+        if t < 0:
+            continue
+        s = 1.0 if positive[a] else -1.0
         for j in range(k):
             out[t, j] += s * X[a, j]
     return out
@@ -133,7 +150,7 @@ def _cluster(U, sample, thr, need, max_iter, margin):
     lead, ok = _leaders(S, thr, margin)
     if not ok:
         return np.full(n, -1, np.int64), False
-    joined, ok = _nearest(S, S[lead], thr, margin, True)
+    joined, ok, _ = _nearest(S, S[lead], thr, margin, True)
     if not ok:
         return joined, False
     sizes = np.zeros(len(lead), np.int64)
@@ -143,7 +160,7 @@ def _cluster(U, sample, thr, need, max_iter, margin):
     centres = S[lead[sizes >= need]]
     labels = np.full(n, -2, np.int64)
     for _ in range(max_iter + 1):
-        new, ok = _nearest(U, centres, thr, margin, True)
+        new, ok, positive = _nearest(U, centres, thr, margin, True)
         if not ok or _ == max_iter or np.array_equal(new, labels):
             return new, ok  # the fixed point, or (after max_iter rounds) the last assignment
         labels = new
@@ -152,7 +169,7 @@ def _cluster(U, sample, thr, need, max_iter, margin):
         for a in range(n):
             if labels[a] >= 0:
                 sizes[labels[a]] += 1
-        sums = _aligned_sums(U, labels, centres, c)
+        sums = _signed_sums(U, labels, positive, c)  # the signs of this assignment's cosines
         alive = np.flatnonzero(sizes > 0)
         alive = alive[np.argsort(-sizes[alive], kind="mergesort")]  # stable, as numpy's
         means = _unit(sums[alive])
@@ -162,7 +179,7 @@ def _cluster(U, sample, thr, need, max_iter, margin):
         if len(keep) == len(alive):
             centres = means
             continue
-        host, ok = _nearest(means, means[keep], thr, margin, False)
+        host, ok, _ = _nearest(means, means[keep], thr, margin, False)
         if not ok:
             return labels, False
         centres = _unit(_aligned_sums(sums[alive], host, means[keep], len(keep)))
@@ -218,7 +235,7 @@ def _key_cache_on(dispatcher, digest: str) -> None:
 
 
 if numba is not None:
-    compile_in(globals(), ("_leaders", "_nearest", "_aligned_sums", "_unit", "_cluster"))
+    compile_in(globals(), ("_leaders", "_nearest", "_aligned_sums", "_signed_sums", "_unit", "_cluster"))
 
 
 def cluster_labels(U: np.ndarray, thr: float, min_count: int, seed_rows: int,
