@@ -98,7 +98,10 @@ def summarize_many(runs: Sequence[Any]) -> list[dict[str, Any]]:
 
 
 def _counts(layers: list[np.ndarray]) -> list[int]:
-    """count_lines of each layer: layers of one shape counted together (count_lines_many)."""
+    """count_lines of each layer: layers of one shape counted together (count_lines_many), on
+    as many threads as training uses (``torch.get_num_threads()``)."""
+    import torch
+
     from .analysis._line_counts import count_lines_many
 
     out: list[int] = [0] * len(layers)
@@ -106,7 +109,8 @@ def _counts(layers: list[np.ndarray]) -> list[int]:
     for i, w in enumerate(layers):
         by_shape.setdefault(w.shape, []).append(i)
     for idx in by_shape.values():
-        for i, count in zip(idx, count_lines_many(np.stack([layers[i] for i in idx])), strict=True):
+        stack = np.stack([layers[i] for i in idx])
+        for i, count in zip(idx, count_lines_many(stack, threads=torch.get_num_threads()), strict=True):
             out[i] = count
     return out
 
