@@ -240,26 +240,30 @@ def test_everything_is_on_disk_before_any_rename_and_the_renames_after(tmp_path,
     assert calls[4:] == [("fsync", tmp_path.name)]              # one fsync of the parent: the renames
 
 
-def test_a_sweeps_two_half_write_syncs_everything_before_any_rename(tmp_path, monkeypatch):
-    # claim: write_bodies(sync=True) puts every file but meta.json on disk, and commit_runs
-    # writes the meta.json files and syncs them before the first rename
+def test_a_sweeps_two_half_write_shares_the_runs_and_syncs_everything_before_any_rename(tmp_path,
+                                                                                       monkeypatch):
+    # claim: two write_bodies calls taking runs from one iterator write each run once;
+    # commit_runs writes the meta.json files and syncs every file before the first rename
     import condlab._records as records
 
     calls = []
     real_replace, real_durable = records.os.replace, records.durable
     monkeypatch.setattr(records, "durable",
                         lambda files, dirs, roots=None: calls.append(("durable", sorted(
-                            {Path(f).name for f in files}))) or real_durable([], dirs, roots))
+                            Path(f).relative_to(tmp_path).as_posix() for f in files))) or
+                        real_durable([], dirs, roots))
     monkeypatch.setattr(records.os, "replace", lambda a, b: calls.append(("rename", Path(b).name)) or
                         real_replace(a, b))
     runs, paths = [_synthetic_run(30, 3) for _ in range(3)], [tmp_path / f"seed{i}" for i in range(3)]
-    partials, left, prepared = records.write_bodies(runs, paths, sync=True)
-    assert left == [] and calls == [("durable", ["config.json", "data.npz", "epochs.npy", "layer1.npy",
-                                                 "loss.npy", "output.npy"])]
-    assert not any(Path(p, "meta.json").exists() for p in partials)
-    records.commit_runs(runs, paths, partials, left, prepared)
-    assert calls[1] == ("durable", ["meta.json"])
-    assert calls[2:] == [("rename", "seed0"), ("rename", "seed1"), ("rename", "seed2")]
+    take = iter(range(3))
+    partials, first, prepared = records.write_bodies(runs, paths, take=take)  # takes all three
+    assert records.write_bodies(runs, paths, take=take)[1] == []             # nothing left
+    assert calls == [] and not any(Path(p, "meta.json").exists() for p in partials)
+    records.commit_runs(runs, paths, partials, first[:2] + first[2:], prepared)
+    names = ["config.json", "data.npz", "loss.npy", "meta.json", "snapshots/epochs.npy",
+             "snapshots/layer1.npy", "snapshots/output.npy"]
+    assert calls[0] == ("durable", sorted(f"seed{i}.partial/{n}" for i in range(3) for n in names))
+    assert calls[1:] == [("rename", "seed0"), ("rename", "seed1"), ("rename", "seed2")]
     assert [condlab.load_run(p).status for p in paths] == ["complete"] * 3
 
 

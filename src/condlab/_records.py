@@ -19,7 +19,8 @@ at one epoch) and still reads records of format 2 (loss.csv) and condlab 0.1.0 (
 
 A run directory is assembled under ``NAME.partial`` and renamed when complete. Before any
 rename, everything written is put on disk (one ``syncfs`` for a whole batch, ``_io.durable``;
-a sweep syncs the files but meta.json first, ``write_bodies``, then the rest, ``commit_runs``);
+a sweep writes the files but meta.json, ``write_bodies``, then the meta.json files and
+syncs, ``commit_runs``);
 one fsync of the parent directory then makes the renames durable. A crash leaves complete
 runs under their names and ``.partial`` directories, which ``load_run`` refuses.
 """
@@ -30,7 +31,7 @@ import dataclasses
 import io
 import os
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -188,29 +189,28 @@ def write_runs(runs: Sequence[Run], paths: Sequence[Path],
 
 
 def write_bodies(runs: Sequence[Run], paths: Sequence[Path], prepared: Sequence[str] | None = None,
-                 sync: bool | Callable[[], bool] = False
-                 ) -> tuple[list[str], list[str], Sequence[str] | None]:
+                 take: Iterator[int] | None = None) -> tuple[list[str], list[str], Sequence[str] | None]:
     """Every file of each run directory except meta.json, into ``NAME.partial``.
 
     The first half of ``write_runs``: a sweep writes these while it measures the runs, whose
-    measurements go into meta.json. `sync` (or what it returns when called, once the files are
-    written): put them on disk now (``durable``), so that the commit's sync has only the
-    meta.json files left to flush. Returns what ``commit_runs``
-    takes: (the .partial directories, the files written and not yet synced, `prepared`).
+    measurements go into meta.json. `take`: an iterator of run indices shared by several
+    threads, each writing the runs it takes (``next`` on a built-in iterator is atomic), else
+    every run. Returns what ``commit_runs`` takes: (every run's .partial directory, the files
+    this call wrote, `prepared`).
     """
-    partials, files, npz_cache = [], [], {}
-    for run, path in zip(runs, paths, strict=True):
-        partial = f"{os.fspath(path)}.partial"
+    partials = [f"{os.fspath(path)}.partial" for path in paths]
+    files: list[str] = []
+    npz_cache: dict = {}
+    keep = None if prepared is None else [name for name in prepared if name != "meta.json"]
+    for i in range(len(runs)) if take is None else take:
+        partial = partials[i]
         if prepared is None:
             shutil.rmtree(partial, ignore_errors=True)
             os.makedirs(f"{partial}/snapshots")
-        files += _write_body(run, partial, npz_cache, fresh=prepared is None)
-        partials.append(partial)
-    if prepared is not None:  # meta.json is commit_runs' to write
-        _drop_unwritten(partials, [name for name in prepared if name != "meta.json"], files)
-    if partials and (sync() if callable(sync) else sync):
-        durable(files, _dirs(runs, partials), roots={os.path.dirname(p) for p in partials})
-        files = []
+        written = _write_body(runs[i], partial, npz_cache, fresh=prepared is None)
+        if keep is not None:  # meta.json is commit_runs' to write
+            _drop_unwritten(partial, keep, written)
+        files += written
     return partials, files, prepared
 
 
@@ -241,13 +241,12 @@ def _dirs(runs: Sequence[Run], partials: Sequence[str]) -> list[str]:
             for d in (p, f"{p}/snapshots", *((f"{p}/snapshots/full",) if run.neurons is not None else ()))]
 
 
-def _drop_unwritten(partials: Sequence[str], prepared: Sequence[str], written: list[str]) -> None:
+def _drop_unwritten(partial: str, prepared: Sequence[str], written: list[str]) -> None:
     """Remove prepared files that a run has not (its layers differ): never an empty stray."""
     done = set(written)
-    for partial in partials:
-        for name in prepared:
-            if f"{partial}/{name}" not in done:
-                Path(partial, name).unlink(missing_ok=True)
+    for name in prepared:
+        if f"{partial}/{name}" not in done:
+            Path(partial, name).unlink(missing_ok=True)
 
 
 def _write_body(run: Run, d: str, npz_cache: dict | None = None, fresh: bool = True) -> list[str]:

@@ -158,8 +158,9 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
 
     A writer thread writes every file of the runs but meta.json (``write_bodies``) while this
     thread measures them (``summarize_many``: the line counts are compiled loops that release
-    the GIL), and syncs them if the measuring is not done by then; then each meta.json gets its
-    run's row, and ``commit_runs`` puts the rest on disk with one syncfs and renames the
+    the GIL) and encodes each meta.json with its row; this thread then writes the files of the
+    runs the writer has not reached (both take runs from one iterator), and ``commit_runs``
+    writes the meta.json files, puts everything on disk with one syncfs and renames the
     directories. ``workers=0`` writes in the calling thread
     (for profiling: cProfile sees one thread). `prepared`: the files ``prepare_part`` made in
     the run directories (an interrupted batch removes them).
@@ -173,21 +174,18 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
             discard_part(batch, runs_dir)
         return BatchDone(batch.key, {}, result.seconds, interrupted=True)  # nothing written
     runs, paths = result.runs, [Path(runs_dir) / h for h, _ in batch.runs]
-    measured = threading.Event()
+    take = iter(range(len(runs)))  # runs whose files are still to write, shared by both threads
     with ThreadPoolExecutor(max_workers=1) as pool:
-        # the files are synced on the writer thread only while this one still measures: after
-        # that, the commit's one sync costs less than two
-        bodies = (pool.submit if workers > 0 else _now)(write_bodies, runs, paths, prepared,
-                                                        lambda: not measured.is_set())
+        bodies = (pool.submit if workers > 0 else _now)(write_bodies, runs, paths, prepared, take)
         summaries = summarize_many(runs)
-        measured.set()
         rows: dict[str, dict[str, Any]] = {}
         for (h, _), run, row in zip(batch.runs, runs, summaries, strict=True):
             run.meta["sweep"] = {"hash": h, "batch": batch.key, "summary": row}
             rows[h] = {"status": run.status, **row}
         metas = [meta_bytes(run) for run in runs]  # while the writer thread may still write
-        written = bodies.result()  # a failed write fails the batch (its runs are trained again)
-    commit_runs(runs, paths, *written, metas=metas)
+        mine = write_bodies(runs, paths, prepared, take)[1]  # the runs it has not taken yet
+        partials, theirs, _ = bodies.result()  # a failed write fails the batch (trained again)
+    commit_runs(runs, paths, partials, theirs + mine, prepared, metas=metas)
     return BatchDone(batch.key, rows, result.seconds)
 
 
@@ -231,14 +229,24 @@ OnDone = Callable[[Batch, BatchDone], None]
 
 
 class _EpochCounter:
-    """Forwards condlab.train's per-epoch updates to the sweep's bar, in cost units."""
+    """Forwards condlab.train's per-epoch updates to the sweep's bar, in cost units, and sets
+    `started` at the first one (the batch is set up and its training loop runs)."""
 
-    def __init__(self, bar: Any, step: float):
-        self.bar, self.step = bar, step
+    def __init__(self, bar: Any, step: float, started: threading.Event | None = None):
+        self.bar, self.step, self.started = bar, step, started
 
     def update(self, n: int = 1) -> None:
+        if self.started is not None and not self.started.is_set():
+            self.started.set()
         if self.bar is not None:
             self.bar.update(n * self.step)
+
+
+def _prepare_when(started: threading.Event, batch: Batch, runs_dir: str) -> list[str] | None:
+    """prepare_part once the batch trains: its set-up (data, initial weights: not training
+    time) is not slowed by this thread's file-system work competing for the GIL."""
+    started.wait()
+    return prepare_part(batch, runs_dir)
 
 
 def _write_prepared(batch: Batch, result, runs_dir: str, prepared: Future) -> BatchDone:
@@ -258,14 +266,17 @@ class LocalExecutor:
         with ThreadPoolExecutor(max_workers=1) as writer:
             writing: list[tuple[Batch, Future]] = []
             for batch in batches:
-                counter = _EpochCounter(bar, batch.cost / max(batch.epochs, 1))
-                prepared = writer.submit(prepare_part, batch, str(runs_dir))
+                started = threading.Event()
+                counter = _EpochCounter(bar, batch.cost / max(batch.epochs, 1), started)
+                prepared = writer.submit(_prepare_when, started, batch, str(runs_dir))
                 try:
                     result = train_part(batch, progress=counter)
                 except Exception as err:  # a broken batch must not stop the others
                     writer.submit(discard_part, batch, str(runs_dir))
                     on_done(batch, BatchDone(batch.key, {}, error=f"{type(err).__name__}: {err}"))
                     continue
+                finally:
+                    started.set()  # never leave the writer waiting (an error, Ctrl-C)
                 writing.append((batch, writer.submit(_write_prepared, batch, result, str(runs_dir),
                                                      prepared)))
                 while writing and writing[0][1].done():
