@@ -267,6 +267,34 @@ def test_a_sweeps_two_half_write_shares_the_runs_and_syncs_everything_before_any
     assert [condlab.load_run(p).status for p in paths] == ["complete"] * 3
 
 
+def test_files_filled_before_training_are_kept_only_where_they_hold_what_the_run_writes(tmp_path):
+    # claim: config.json / data.npz that fill_known wrote during training stay where they hold
+    # the run's own bytes, and are replaced (truncated, not overlaid) where they do not
+    import dataclasses
+    import zipfile
+
+    from condlab._record_prepare import fill_known, prepare_runs, record_files
+
+    runs = [_synthetic_run(30, 3) for _ in range(3)]
+    other = dataclasses.replace(runs[1].config, name="a-much-longer-name-than-the-run-has" * 4)
+    paths = [tmp_path / "fast" / f"seed{i}" for i in range(3)]
+    files = record_files(["layer1", "output"])
+    prepare_runs(paths, files)
+    known = fill_known(paths, [runs[0].config, other, runs[2].config], runs[0].x, runs[0].y)
+    assert known.holds(0, runs[0]) == (True, True) and known.holds(1, runs[1]) == (False, True)
+    condlab._records.commit_runs(runs, paths, *condlab._records.write_bodies(runs, paths, files,
+                                                                              known=known))
+    reference = [tmp_path / "ref" / f"seed{i}" for i in range(3)]
+    condlab._records.write_runs(runs, reference)
+    for got, want in zip(paths, reference, strict=True):
+        for name in ("config.json", "loss.npy", "meta.json"):
+            assert (got / name).read_bytes() == (want / name).read_bytes(), (got, name)
+        with zipfile.ZipFile(got / "data.npz") as a, zipfile.ZipFile(want / "data.npz") as b:
+            assert [a.read(n) for n in a.namelist()] == [b.read(n) for n in b.namelist()]
+    stranger = dataclasses.replace(runs[0], x=runs[0].x + 1)  # other data: data.npz rewritten
+    assert known.holds(0, stranger) == (True, False)
+
+
 def test_a_failed_rename_leaves_only_a_partial_directory(tmp_path, monkeypatch):
     import condlab._records as records
 

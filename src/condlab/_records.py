@@ -42,6 +42,7 @@ from ._config import Config
 from ._fastwrite import fill_file, json_indent2, save_npy, write_file
 from ._io import durable, fsync_path
 from ._models import Architecture, FCNet
+from ._record_prepare import Known
 
 STATUSES = ("complete", "diverged", "interrupted")
 RECORD_FORMAT = 3  # 3: loss.npy (2: loss.csv; 1, condlab 0.1.0: snapshots.npz)
@@ -189,14 +190,17 @@ def write_runs(runs: Sequence[Run], paths: Sequence[Path],
 
 
 def write_bodies(runs: Sequence[Run], paths: Sequence[Path], prepared: Sequence[str] | None = None,
-                 take: Iterator[int] | None = None) -> tuple[list[str], list[str], Sequence[str] | None]:
+                 take: Iterator[int] | None = None, known: Known | None = None
+                 ) -> tuple[list[str], list[str], Sequence[str] | None]:
     """Every file of each run directory except meta.json, into ``NAME.partial``.
 
     The first half of ``write_runs``: a sweep writes these while it measures the runs, whose
     measurements go into meta.json. `take`: an iterator of run indices shared by several
     threads, each writing the runs it takes (``next`` on a built-in iterator is atomic), else
-    every run. Returns what ``commit_runs`` takes: (every run's .partial directory, the files
-    this call wrote, `prepared`).
+    every run. `known`: the config.json and data.npz files that ``fill_known`` wrote into the
+    prepared directories, kept where they hold what these runs would write. Returns what
+    ``commit_runs`` takes: (every run's .partial directory, the files this call wrote,
+    `prepared`).
     """
     partials = [f"{os.fspath(path)}.partial" for path in paths]
     files: list[str] = []
@@ -207,7 +211,8 @@ def write_bodies(runs: Sequence[Run], paths: Sequence[Path], prepared: Sequence[
         if prepared is None:
             shutil.rmtree(partial, ignore_errors=True)
             os.makedirs(f"{partial}/snapshots")
-        written = _write_body(runs[i], partial, npz_cache, fresh=prepared is None)
+        same = None if known is None else known.holds(i, runs[i])
+        written = _write_body(runs[i], partial, npz_cache, fresh=prepared is None, known=same)
         if keep is not None:  # meta.json is commit_runs' to write
             _drop_unwritten(partial, keep, written)
         files += written
@@ -249,16 +254,23 @@ def _drop_unwritten(partial: str, prepared: Sequence[str], written: list[str]) -
             Path(partial, name).unlink(missing_ok=True)
 
 
-def _write_body(run: Run, d: str, npz_cache: dict | None = None, fresh: bool = True) -> list[str]:
+def _write_body(run: Run, d: str, npz_cache: dict | None = None, fresh: bool = True,
+                known: tuple[bool, bool] | None = None) -> list[str]:
     """Every file of a run directory but meta.json into `d` (its snapshots/ made by the caller);
     returns the paths (not yet synced). `fresh`: files there may hold older bytes (else they
     are empty). `npz_cache` (of one write_bodies call) keeps data.npz's bytes for runs that
-    share x and y.
+    share x and y. `known`: whether config.json and data.npz already hold this run's bytes
+    (``_record_prepare.fill_known``); those that do not are replaced.
     """
     write = write_file if fresh else fill_file
-    written = [write(f"{d}/config.json", json_indent2(run.config.to_dict()).encode()),
-               save_npy(f"{d}/loss.npy", np.ascontiguousarray(run.loss, dtype=np.float64), write),
-               write(f"{d}/data.npz", _npz_bytes(run.x, run.y, {} if npz_cache is None else npz_cache))]
+    config, data = f"{d}/config.json", f"{d}/data.npz"
+    if known is None or not known[0]:
+        (write if known is None else write_file)(config, json_indent2(run.config.to_dict()).encode())
+    if known is None or not known[1]:
+        npz = _npz_bytes(run.x, run.y, {} if npz_cache is None else npz_cache)
+        (write if known is None else write_file)(data, npz)
+    written = [config, save_npy(f"{d}/loss.npy", np.ascontiguousarray(run.loss, dtype=np.float64), write),
+               data]
     snap = f"{d}/snapshots"
     written += _save_layers(snap, run.epochs, run.weights, write)
     if run.neurons is not None:

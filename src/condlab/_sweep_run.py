@@ -127,20 +127,38 @@ def train_part(batch: Batch, progress: Any = False):
     return train(Config.from_dict(batch.config), runs=specs, progress=progress)
 
 
-def prepare_part(batch: Batch, runs_dir: str) -> list[str] | None:
+@dataclass
+class Prepared:
+    """What ``prepare_part`` made: the empty files of each run directory, and ``known``: the
+    config.json and data.npz files it already filled (synthetic data), or None."""
+
+    files: list[str]
+    known: Any = None  # _record_prepare.Known
+
+
+def prepare_part(batch: Batch, runs_dir: str) -> Prepared | None:
     """Make the batch's run directories and empty files (``_record_prepare.prepare_runs``) while it
-    trains; returns the files made (None: nothing made, for a task's batch)."""
+    trains, and with synthetic data (sampled again here, in a few ms) fill each config.json and
+    data.npz as training will leave them (None: nothing made, for a task's batch)."""
+    from ._api import run_config
     from ._config import Config
+    from ._data import make_dataset
     from ._models import Architecture
-    from ._record_prepare import prepare_runs, record_files
+    from ._record_prepare import fill_known, prepare_runs, record_files
+    from ._records import RunSpec
 
     if batch.task:
         return None
     cfg = Config.from_dict(batch.config)
     thinned = cfg.train.snapshot_neurons > 0  # more files, and fewer rows: left to write_runs
     files = [] if thinned else record_files(Architecture.from_config(cfg.model, cfg.data.d).names)
-    prepare_runs([Path(runs_dir) / h for h, _ in batch.runs], files)
-    return files
+    paths = [Path(runs_dir) / h for h, _ in batch.runs]
+    prepare_runs(paths, files)
+    if thinned or cfg.data.source != "synthetic":
+        return Prepared(files)
+    data = make_dataset(cfg.data)
+    configs = [run_config(cfg, data.config, RunSpec(**fields)) for _, fields in batch.runs]
+    return Prepared(files, fill_known(paths, configs, data.x, data.y))
 
 
 def discard_part(batch: Batch, runs_dir: str) -> None:
@@ -153,7 +171,7 @@ def discard_part(batch: Batch, runs_dir: str) -> None:
 
 
 def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
-               prepared: list[str] | None = None) -> BatchDone:
+               prepared: Prepared | None = None) -> BatchDone:
     """Measure each run of a trained batch and write it to runs_dir/<hash>.
 
     A writer thread writes every file of the runs but meta.json (``write_bodies``) while this
@@ -162,8 +180,8 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
     runs the writer has not reached (both take runs from one iterator), and ``commit_runs``
     writes the meta.json files, puts everything on disk with one syncfs and renames the
     directories. ``workers=0`` writes in the calling thread
-    (for profiling: cProfile sees one thread). `prepared`: the files ``prepare_part`` made in
-    the run directories (an interrupted batch removes them).
+    (for profiling: cProfile sees one thread). `prepared`: what ``prepare_part`` made in the
+    run directories (an interrupted batch removes it).
     """
     from ._records import commit_runs, meta_bytes, write_bodies
 
@@ -176,17 +194,31 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
     runs, paths = result.runs, [Path(runs_dir) / h for h, _ in batch.runs]
     take = iter(range(len(runs)))  # runs whose files are still to write, shared by both threads
     with ThreadPoolExecutor(max_workers=1) as pool:
-        bodies = (pool.submit if workers > 0 else _now)(write_bodies, runs, paths, prepared, take)
+        files, known = (None, None) if prepared is None else (prepared.files, prepared.known)
+        bodies = (pool.submit if workers > 0 else _now)(_bodies_then_flush, runs, paths, files, take, known)
         summaries = summarize_many(runs)
         rows: dict[str, dict[str, Any]] = {}
         for (h, _), run, row in zip(batch.runs, runs, summaries, strict=True):
             run.meta["sweep"] = {"hash": h, "batch": batch.key, "summary": row}
             rows[h] = {"status": run.status, **row}
         metas = [meta_bytes(run) for run in runs]  # while the writer thread may still write
-        mine = write_bodies(runs, paths, prepared, take)[1]  # the runs it has not taken yet
+        mine = write_bodies(runs, paths, files, take, known)[1]  # the runs it has not taken yet
         partials, theirs, _ = bodies.result()  # a failed write fails the batch (trained again)
-    commit_runs(runs, paths, partials, theirs + mine, prepared, metas=metas)
+    commit_runs(runs, paths, partials, theirs + mine, files, metas=metas)
     return BatchDone(batch.key, rows, result.seconds)
+
+
+def _bodies_then_flush(runs: list, paths: list[Path], prepared: list[str] | None, take, known):
+    """The writer thread's part of write_part: the run files it takes, then a syncfs of what is
+    written so far, while the other thread still works: the commit's own sync (the one that
+    makes the batch durable) then has less left to flush."""
+    from ._io import flush_now
+    from ._records import write_bodies
+
+    written = write_bodies(runs, paths, prepared, take, known)
+    if paths:
+        flush_now(Path(paths[0]).parent)
+    return written
 
 
 def _now(fn, *args) -> Future:
@@ -242,7 +274,7 @@ class _EpochCounter:
             self.bar.update(n * self.step)
 
 
-def _prepare_when(started: threading.Event, batch: Batch, runs_dir: str) -> list[str] | None:
+def _prepare_when(started: threading.Event, batch: Batch, runs_dir: str) -> Prepared | None:
     """prepare_part once the batch trains: its set-up (data, initial weights: not training
     time) is not slowed by this thread's file-system work competing for the GIL."""
     started.wait()
