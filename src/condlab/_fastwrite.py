@@ -121,6 +121,17 @@ def save_npy(path: str, array: np.ndarray, write=None) -> str:
     return (write or write_file)(path, *parts)
 
 
+def npz_bytes(x: np.ndarray, y: np.ndarray, cache: dict) -> bytes:
+    """``np.savez(x=x, y=y)`` as bytes (a run's data.npz), made once per (x, y) in `cache`
+    (the runs of a batch share their data set)."""
+    key = (id(x), id(y))
+    if key not in cache:
+        buf = io.BytesIO()
+        np.savez(buf, x=x, y=y)
+        cache[key] = (x, y, buf.getvalue())  # x and y kept alive: their ids stay theirs
+    return cache[key][2]
+
+
 def fill_file(path: str, *chunks: bytes | memoryview) -> str:
     """write_file into a file that is empty or new (prepare_runs): no truncation, a journaled
     metadata change on ext4 that costs more than the write itself."""

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ._fastwrite import fill_file, json_indent2
+from ._fastwrite import fill_file, json_indent2, npz_bytes
 
 
 def record_files(layers: Sequence[str]) -> list[str]:
@@ -61,9 +61,7 @@ def fill_known(paths: Sequence[Path], configs: Sequence[Any], x: np.ndarray, y: 
     """Write each run's config.json (`configs`, one per path) and data.npz into the empty files
     that ``prepare_runs`` made: what the writer would write after training, written during it
     (the writer checks each against the trained run and rewrites what differs)."""
-    from ._records import _npz_bytes
-
-    npz = _npz_bytes(x, y, {})
+    npz = npz_bytes(x, y, {})
     for path, config in zip(paths, configs, strict=True):
         partial = f"{os.fspath(path)}.partial"
         fill_file(f"{partial}/config.json", json_indent2(config.to_dict()).encode())

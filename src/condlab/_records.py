@@ -28,21 +28,23 @@ runs under their names and ``.partial`` directories, which ``load_run`` refuses.
 from __future__ import annotations
 
 import dataclasses
-import io
 import os
 import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from ._config import Config
-from ._fastwrite import fill_file, json_indent2, save_npy, write_file
+from ._fastwrite import fill_file, json_indent2, npz_bytes, save_npy, write_file
 from ._io import durable, fsync_path
 from ._models import Architecture, FCNet
-from ._record_prepare import Known
+
+if TYPE_CHECKING:
+    from ._record_prepare import Known
 
 STATUSES = ("complete", "diverged", "interrupted")
 RECORD_FORMAT = 3  # 3: loss.npy (2: loss.csv; 1, condlab 0.1.0: snapshots.npz)
@@ -267,7 +269,7 @@ def _write_body(run: Run, d: str, npz_cache: dict | None = None, fresh: bool = T
     if known is None or not known[0]:
         (write if known is None else write_file)(config, json_indent2(run.config.to_dict()).encode())
     if known is None or not known[1]:
-        npz = _npz_bytes(run.x, run.y, {} if npz_cache is None else npz_cache)
+        npz = npz_bytes(run.x, run.y, {} if npz_cache is None else npz_cache)
         (write if known is None else write_file)(data, npz)
     written = [config, save_npy(f"{d}/loss.npy", np.ascontiguousarray(run.loss, dtype=np.float64), write),
                data]
@@ -296,16 +298,6 @@ def _meta(run: Run) -> dict:
         "full_snapshot_epochs": np.asarray(run.full_epochs).tolist(),
         **run.meta,
     }
-
-
-def _npz_bytes(x: np.ndarray, y: np.ndarray, cache: dict) -> bytes:
-    """np.savez(x=x, y=y) as bytes, made once for the runs of a batch (they share the arrays)."""
-    key = (id(x), id(y))
-    if key not in cache:
-        buf = io.BytesIO()
-        np.savez(buf, x=x, y=y)
-        cache[key] = (x, y, buf.getvalue())  # x and y kept alive: their ids stay theirs
-    return cache[key][2]
 
 
 def _save_layers(d: str, epochs: np.ndarray, weights: Mapping[str, np.ndarray], write=None) -> list[str]:
