@@ -484,3 +484,30 @@ def test_count_lines_many_is_one_call_that_releases_the_gil():
     if _count_many.numba is None:
         pytest.skip("numba missing: count_lines_many is count_lines in a loop")
     assert _count_many._count_stack.targetoptions["nogil"] is True
+
+
+def test_a_first_compiled_count_that_takes_long_says_it_is_compiling(monkeypatch, capsys):
+    # claim: the process's first compiled count starts a timer that prints one note on stderr
+    # if the call outlasts COMPILE_NOTE_S (compiling, ~40 s once per install), and is cancelled
+    # when it returns sooner; later calls start none
+    import time
+
+    import condlab.analysis._line_counts as lc
+
+    layers = np.stack([np.eye(6)[:5] + 0.01 * k for k in range(3)])
+    slow = lc._count_many._count_stack
+
+    def slow_stack(*args):
+        time.sleep(0.3)
+        return slow(*args)
+
+    monkeypatch.setattr(lc, "_CALLED", False)
+    monkeypatch.setattr(lc, "COMPILE_NOTE_S", 0.05)
+    monkeypatch.setattr(lc._count_many, "_count_stack", slow_stack)
+    assert count_lines_many(layers) == [count_lines(w) for w in layers]
+    assert "compiling the line counter" in capsys.readouterr().err
+    assert count_lines_many(layers) == [count_lines(w) for w in layers]  # not the first call
+    monkeypatch.setattr(lc, "_CALLED", False)
+    monkeypatch.setattr(lc, "COMPILE_NOTE_S", 30.0)
+    count_lines_many(layers)
+    assert capsys.readouterr().err == ""  # returned before the timer: cancelled, no note

@@ -23,6 +23,8 @@ to `_cluster_lines`; docs/sweeps.md ("Speed") has the measurements.
 
 from __future__ import annotations
 
+import sys
+import threading
 from collections.abc import Iterable
 from functools import partial
 from typing import Any
@@ -44,6 +46,8 @@ from condlab.analysis._orientations import (
     _prepare,
 )
 from condlab.analysis._structures import NULL_ALPHA, Groups, _joined, split_by_gap
+
+COMPILE_NOTE_S = 5.0  # a first compiled count running longer than this is compiling: say so
 
 
 def count_lines(
@@ -120,16 +124,40 @@ def _compiled_counts(stack: np.ndarray, thr: float, ratio: float, min_share: flo
     args = (float(thr), float(ratio), float(min_share), SEED_ROWS, MAX_ITER, MARGIN, _count_many.AMP_MARGIN,
             _PARAMS)
     threads = min(threads, len(stack))
-    if threads <= 1:
-        out[:] = _count_many._count_stack(stack, *args)
+    note = _compile_note()
+    try:
+        if threads <= 1:
+            out[:] = _count_many._count_stack(stack, *args)
+            return out
+        from condlab._cpu import _in_parallel, _ranges  # the training steps' pool (imports torch)
+
+        def part(sl: slice) -> None:
+            out[sl] = _count_many._count_stack(stack[sl], *args)
+
+        _in_parallel([partial(part, sl) for sl in _ranges(len(stack), threads)])
         return out
-    from condlab._cpu import _in_parallel, _ranges  # the training steps' pool (imports torch)
+    finally:
+        if note is not None:
+            note.cancel()
 
-    def part(sl: slice) -> None:
-        out[sl] = _count_many._count_stack(stack[sl], *args)
 
-    _in_parallel([partial(part, sl) for sl in _ranges(len(stack), threads)])
-    return out
+_CALLED = False  # whether this process has called the compiled pipeline yet
+
+
+def _compile_note() -> threading.Timer | None:
+    """At the process's first compiled count: a timer that says on stderr, if the call is still
+    running after COMPILE_NOTE_S, that the kernels are being compiled (once per install: ~40 s
+    on 2 cores, against ~0.5 s to load them from numba's cache), so a pause is not a hang."""
+    global _CALLED
+    if _CALLED:
+        return None
+    _CALLED = True
+    timer = threading.Timer(COMPILE_NOTE_S, lambda: print(
+        "condlab: compiling the line counter (first use after an install or upgrade, about a "
+        "minute; cached afterwards)", file=sys.stderr, flush=True))
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def _count(U: np.ndarray, thr: float, min_count: int, chunk: int) -> int:
