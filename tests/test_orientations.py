@@ -280,3 +280,15 @@ def test_rejects_bad_input():
         count_orientations(np.ones(5))  # not (m, k)
     with pytest.raises(ValueError):
         count_orientations(np.array([[1.0, np.nan], [1.0, 0.0]]))  # diverged weights
+
+
+def test_an_all_zero_layer_has_no_lines_and_every_row_negligible():
+    # claim: rows of zero amplitude have no orientation, so a layer of them (dead, or decayed to
+    # zero) counts 0 lines and 0 directions, by every counter, instead of failing
+    from condlab.analysis._line_counts import count_lines, count_lines_many
+
+    W = np.zeros((10, 3))
+    o = count_orientations(W)
+    assert (o.n_lines, o.n_directions, len(o.negligible)) == (0, 0, 10)
+    assert count_orientations(W, sweep=()).n_lines == count_lines(W) == 0
+    assert count_lines_many(np.stack([W, W])) == [0, 0]

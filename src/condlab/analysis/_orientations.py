@@ -181,6 +181,8 @@ def _normalize(V: np.ndarray) -> np.ndarray:
 def _seed_centres(U: np.ndarray, thr: float, min_count: int, chunk: int) -> np.ndarray:
     """Candidate centres (c, k): leaders of a sample of U whose caps hold enough sample rows."""
     n = U.shape[0]
+    if n == 0:  # no row with an orientation (an all-zero layer): no centre
+        return U[:0]
     if min_count == 1 or n <= SEED_ROWS:
         sample = U  # singletons count (or U is small): every row must be able to lead
     else:
