@@ -45,16 +45,13 @@ import scipy.sparse as sp
 from _planted import random_lines
 from condlab.analysis import _cluster_jit, _count_jit, _count_many, count_orientations
 from condlab.analysis._cluster_jit import cluster_labels
+from condlab.analysis._clustering import MAX_ITER, SEED_ROWS, _cluster_lines, _line_sums
 from condlab.analysis._cosine import _nearest_blocked, nearest_line
 from condlab.analysis._count_caps import Caps
 from condlab.analysis._line_counts import _compiled_counts, count_lines, count_lines_many
 from condlab.analysis._orientations import (
     COS_THRESHOLD,
-    MAX_ITER,
-    SEED_ROWS,
     _amplitude_reference,
-    _cluster_lines,
-    _line_sums,
     _min_count,
     _prepare,
     _ranked,

@@ -1,7 +1,7 @@
 """Line counts of many layers (sweep summaries, trackers): the count and nothing else.
 
 ``count_lines(W)`` is ``count_orientations(W, sweep=()).n_lines``: the same clustering, gap
-rule, null model and arc rule (analysis/_orientations.py, _structures.py), so the same
+rule, null model and arc rule (analysis/_orientations.py, _clustering.py, _structures.py), so the same
 integer, without what a count does not need (members, means and directions of the clusters,
 scattered and negligible rows, parameters), and with the float work done in another order:
 
@@ -33,18 +33,10 @@ import numpy as np
 
 from condlab.analysis import _count_many
 from condlab.analysis._cluster_jit import MARGIN, cluster_labels
+from condlab.analysis._clustering import MAX_ITER, SEED_ROWS, _cluster_lines
 from condlab.analysis._cosine import DEFAULT_CHUNK
 from condlab.analysis._count_caps import _PARAMS, Batch, Caps
-from condlab.analysis._orientations import (
-    AMPLITUDE_RATIO,
-    COS_THRESHOLD,
-    MAX_ITER,
-    MIN_SHARE,
-    SEED_ROWS,
-    _cluster_lines,
-    _min_count,
-    _prepare,
-)
+from condlab.analysis._orientations import AMPLITUDE_RATIO, COS_THRESHOLD, MIN_SHARE, _min_count, _prepare
 from condlab.analysis._structures import NULL_ALPHA, Groups, _joined, split_by_gap
 
 COMPILE_NOTE_S = 5.0  # a first compiled count running longer than this is compiling: say so
