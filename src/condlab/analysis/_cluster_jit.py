@@ -1,6 +1,6 @@
 """`_cluster_lines` compiled (numba), with every decision checked against rounding.
 
-The clustering of _orientations.py (leader pass, assignment to the nearest centre by |cos|,
+The clustering of _clustering.py (leader pass, assignment to the nearest centre by |cos|,
 sign-aligned sums, centre merge by a second leader pass, fixed point) is a sequence of
 decisions: |cos| >= thr, which centre is nearest, which sign. Here the same sequence runs in
 compiled loops whose sums are added in another order than numpy's BLAS calls, so every cosine
