@@ -11,9 +11,12 @@ one of the derivatives on the way to p, is not differentiable at 0 (relu, leaky_
 the one-sided derivatives differ), when σ is not finite or constant, or when every
 derivative up to order 32 vanishes at 0. The `note` field of an Activation then says which.
 
-Every built-in carries a sympy expression and its p is computed from it, never typed
-in. Expressions typed by users are parsed by a whitelist walk over Python's `ast`,
-never by eval/exec/sympify, so a config file or a CLI flag cannot run code.
+Every built-in carries a formula and its p is computed from it, never typed in: on first
+access to ``expr``, ``multiplicity``, ``leading_coefficient`` or ``note``, so that training with
+a built-in (which needs only ``fn``, ``grad`` and the fused forms) never imports sympy, whose
+import and parsing cost about half a second. Expressions typed by users are parsed by a
+whitelist walk over Python's `ast`, never by eval/exec/sympify, so a config file or a CLI flag
+cannot run code.
 """
 
 from __future__ import annotations
@@ -21,35 +24,49 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import sympy as sp
 import torch
 import torch.nn.functional as F
 
 from ._checks import ACTIVATION_ALIASES
 from ._cpu import tanh_into, tanh_slope_into
-from ._expressions import _ParseError, _softplus, expression_to_torch, parse_expression, shorten
-from ._taylor import MAX_ORDER, _what, taylor_multiplicity
+from ._formula import MAX_ORDER, _softplus, _what, shorten
+
+if TYPE_CHECKING:
+    import sympy as sp
 
 Tensor = torch.Tensor
 TensorFn = Callable[[Tensor], Tensor]
 Multiplicity = tuple[int | None, float | None, str]
+Theory = tuple["sp.Expr | None", int | None, float | None, str]  # (expr, p, σ^(p)(0), note)
+
+
+def __getattr__(name: str) -> Any:
+    # the parser's entry points, importable from here as before without importing sympy eagerly
+    if name in ("expression_to_torch", "parse_expression"):
+        from . import _expressions
+
+        return getattr(_expressions, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
 class Activation:
-    """An activation σ with its exact derivative and its multiplicity p (Definition 1)."""
+    """An activation σ with its exact derivative and its multiplicity p (Definition 1).
+
+    ``expr``, ``multiplicity``, ``leading_coefficient`` (σ^(p)(0) itself, not divided by p!)
+    and ``note`` (why p is undefined, where it is) are properties: given at construction in
+    ``theory``, or, when that is None, computed from ``formula`` on first access (sympy).
+    They are functions of ``formula`` (or of ``fn``), so equality and hashing leave them out.
+    """
 
     name: str
     formula: str
-    expr: sp.Expr | None
     fn: TensorFn
     grad: TensorFn
-    multiplicity: int | None
-    leading_coefficient: float | None  # σ^(p)(0) itself, not divided by p!
-    note: str = ""
     # Optional fused (σ(t), σ'(t)) into given outputs, sharing work such as one tanh for both.
     # The training hot loop calls value_and_grad: on CPU its tanh is numpy's SIMD tanh
     # (condlab._cpu), within 1.4 ulp (float32) / 1.1 ulp (float64) of correctly rounded where
@@ -61,6 +78,26 @@ class Activation:
     # into its weight gradient (one pass fewer over the (n, m) values).
     numpy_fn: Callable[[np.ndarray, np.ndarray], object] | None = None
     slope_is_one_minus_square: bool = False
+    theory: Theory | None = field(default=None, compare=False, repr=False)
+
+    def _theory(self) -> Theory:
+        return self.theory if self.theory is not None else _theory_of_formula(self.formula)
+
+    @property
+    def expr(self) -> sp.Expr | None:
+        return self._theory()[0]
+
+    @property
+    def multiplicity(self) -> int | None:
+        return self._theory()[1]
+
+    @property
+    def leading_coefficient(self) -> float | None:
+        return self._theory()[2]
+
+    @property
+    def note(self) -> str:
+        return self._theory()[3]
 
     def __call__(self, t: Tensor) -> Tensor:
         return self.fn(t)
@@ -82,7 +119,7 @@ class Activation:
         """Wrap a plain elementwise torch callable; p is estimated with autograd at 0."""
         p, coeff, note = multiplicity_numeric(fn)
         grad = grad if grad is not None else _autograd_grad(fn)
-        return cls(name, name, None, fn, grad, p, coeff, note)
+        return cls(name, name, fn, grad, theory=(None, p, coeff, note))
 
 
 def _autograd_grad(fn: TensorFn) -> TensorFn:
@@ -106,6 +143,10 @@ def multiplicity(expr: sp.Expr, max_order: int = MAX_ORDER) -> Multiplicity:
     Computed from truncated one-sided Taylor series (condlab._taylor): bounded work for any
     expression the parser accepts, derivatives checked up to `max_order`.
     """
+    import sympy as sp
+
+    from ._taylor import taylor_multiplicity
+
     free = sorted(expr.free_symbols, key=str)
     if len(free) > 1:
         raise ValueError(f"an activation is a function of x alone, got {expr}")
@@ -216,21 +257,30 @@ _USER: dict[str, Activation] = {}  # filled by register_activation
 
 @functools.lru_cache(maxsize=1)
 def _builtin_registry() -> dict[str, Activation]:
-    # built lazily on first use so that importing condlab does not pay for sympy work
-    out = {}
-    for name, (formula, fn, grad) in _BUILTINS.items():
-        expr = parse_expression(formula)
-        out[name] = Activation(name, formula, expr, fn, grad, *multiplicity(expr),
-                               fused=_FUSED.get(name), **_NUMPY.get(name, {}))
-    return out
+    # no sympy here: a built-in's expr and p are computed from its formula on first access
+    return {name: Activation(name, formula, fn, grad, fused=_FUSED.get(name), **_NUMPY.get(name, {}))
+            for name, (formula, fn, grad) in _BUILTINS.items()}
+
+
+@functools.lru_cache(maxsize=64)
+def _theory_of_formula(formula: str) -> Theory:
+    """(expr, p, σ^(p)(0), note) of a formula in x, computed once per formula (imports sympy)."""
+    from ._expressions import parse_expression
+
+    expr = parse_expression(formula)
+    return (expr, *multiplicity(expr))
 
 
 @functools.lru_cache(maxsize=128)
 def _from_expression(text: str) -> Activation:
-    expr = parse_expression(text)
+    import sympy as sp
+
+    from ._expressions import expression_to_torch
+
+    expr, *rest = _theory_of_formula(text)
     x = sp.Symbol("x", real=True)
     fn, grad = expression_to_torch(expr), expression_to_torch(sp.diff(expr, x))
-    return Activation(text, text, expr, fn, grad, *multiplicity(expr))
+    return Activation(text, text, fn, grad, theory=(expr, *rest))
 
 
 def get_activation(spec: str | Activation) -> Activation:
@@ -243,6 +293,8 @@ def get_activation(spec: str | Activation) -> Activation:
     registry = {**_builtin_registry(), **_USER}
     if _ALIASES.get(key, key) in registry:
         return registry[_ALIASES.get(key, key)]
+    from ._expressions import _ParseError
+
     try:
         return _from_expression(spec.strip())
     except _ParseError as err:
@@ -261,18 +313,22 @@ def check_trainable(act: Activation) -> None:
     Refused: a constant, σ' = 0 at every point of a grid over [-8, 8] (relu(-x**2)), and a σ
     or σ' that is not finite at 0, where every small-initialization run starts.
     """
-    if act.expr is not None and not act.expr.free_symbols:
-        raise ValueError(f"activation {shorten(act.name)!r} is a constant: its gradient is zero, "
-                         "so a network with it cannot train")
     grid = torch.linspace(-8, 8, 1601, dtype=torch.float64)
     with torch.no_grad():
         at0 = torch.zeros(1, dtype=torch.float64)
-        if not (torch.isfinite(act.fn(at0)).all() and torch.isfinite(act.grad(at0)).all()):
-            raise ValueError(f"activation {shorten(act.name)!r} or its derivative is not finite at 0, "
-                             "where small-initialization training starts")
-        if not act.grad(grid).abs().gt(0).any():
-            raise ValueError(f"activation {shorten(act.name)!r} has derivative 0 everywhere on [-8, 8]: "
-                             "a network with it cannot train")
+        finite = bool(torch.isfinite(act.fn(at0)).all() and torch.isfinite(act.grad(at0)).all())
+        moves = finite and bool(act.grad(grid).abs().gt(0).any())
+    # A constant fails one of the two numeric checks, so act.expr (sympy, for a built-in) is
+    # only read for an activation that is refused anyway, to name the better reason.
+    if not moves and act.expr is not None and not act.expr.free_symbols:
+        raise ValueError(f"activation {shorten(act.name)!r} is a constant: its gradient is zero, "
+                         "so a network with it cannot train")
+    if not finite:
+        raise ValueError(f"activation {shorten(act.name)!r} or its derivative is not finite at 0, "
+                         "where small-initialization training starts")
+    if not moves:
+        raise ValueError(f"activation {shorten(act.name)!r} has derivative 0 everywhere on [-8, 8]: "
+                         "a network with it cannot train")
 
 
 def list_activations() -> list[Activation]:

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 import sympy as sp
 import torch
 
+from ._formula import _softplus, shorten
+
 Tensor = torch.Tensor
 
 # -----------------------------------------------------------------------------
@@ -67,12 +69,6 @@ def parse_expression(text: str, variables: Sequence[str] = ("x",)) -> sp.Expr:
         message = f"cannot parse expression {shorten(text)!r}: {err.reason}; {allowed}"
         raise _ParseError(message, err.reason) from None
     return expr
-
-
-def shorten(text: object, width: int = 80) -> str:
-    """A long formula cut in the middle, so that an error message stays one readable line."""
-    text = str(text)
-    return text if len(text) <= width else f"{text[:width - 20]}...{text[-12:]} ({len(text)} characters)"
 
 
 def _depth(root: ast.AST) -> int:
@@ -213,8 +209,3 @@ def _tensors(*vals: Tensor | float) -> list[Tensor]:
     # torch.maximum/minimum want tensors; a constant becomes a 0-d tensor that broadcasts
     ref = next(v for v in vals if isinstance(v, Tensor))
     return [v if isinstance(v, Tensor) else ref.new_tensor(v) for v in vals]
-
-
-def _softplus(t: Tensor) -> Tensor:
-    # log(1 + e^t) = logaddexp(t, 0): stable at ±large t and exact (F.softplus cuts over to t at 20)
-    return torch.logaddexp(t, torch.zeros_like(t))

@@ -8,6 +8,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ._io import atomic_write_bytes, atomic_write_text
 
 LEADING = ("run", "status")
@@ -45,14 +47,54 @@ def write_table(rows: list[dict[str, Any]], columns: list[str], out: Path) -> li
 
 
 def _column(pa, values: list[Any]):
-    """A typed Arrow column; None (and NaN) become nulls, ints stay ints where they all are."""
+    """A typed Arrow column; None (and NaN) become nulls, ints stay ints where they all are.
+
+    Built from numpy buffers (``pa.Array.from_buffers``) rather than ``pa.array``: on first use
+    ``pa.array`` imports pandas (pyarrow's pandas shim), 0.4 s that a sweep does not need.
+    """
     clean = [None if isinstance(v, float) and math.isnan(v) else v for v in values]
     kinds = {type(v) for v in clean if v is not None}
-    if kinds <= {int, bool} and kinds != {int, bool}:
-        return pa.array(clean)
+    if not kinds:  # all null: what pa.array infers for [None, ...]
+        return pa.nulls(len(clean))
+    if kinds == {bool}:
+        bits = np.packbits(np.array([bool(v) for v in clean]), bitorder="little")
+        return _from_numpy(pa, pa.bool_(), clean, bits)
+    if kinds == {int}:
+        try:
+            ints = np.array([0 if v is None else v for v in clean], dtype=np.int64)
+        except OverflowError:  # beyond int64: let pyarrow choose (uint64) or refuse, as before
+            return pa.array(clean)
+        return _from_numpy(pa, pa.int64(), clean, ints)
     if kinds <= {int, float}:
-        return pa.array([None if v is None else float(v) for v in clean], type=pa.float64())
-    return pa.array([None if v is None else str(v) for v in clean], type=pa.string())
+        floats = np.array([0.0 if v is None else float(v) for v in clean], dtype=np.float64)
+        return _from_numpy(pa, pa.float64(), clean, floats)
+    return _strings(pa, [None if v is None else str(v) for v in clean])
+
+
+def _validity(clean: list[Any]) -> tuple[np.ndarray | None, int]:
+    """Arrow's validity bitmap (LSB first) and the null count; no bitmap when nothing is null."""
+    valid = np.array([v is not None for v in clean], dtype=bool)
+    nulls = len(clean) - int(valid.sum())
+    return (np.packbits(valid, bitorder="little") if nulls else None), nulls
+
+
+def _from_numpy(pa, kind, clean: list[Any], data: np.ndarray):
+    bitmap, nulls = _validity(clean)
+    buffers = [None if bitmap is None else pa.py_buffer(bitmap), pa.py_buffer(data)]
+    return pa.Array.from_buffers(kind, len(clean), buffers, null_count=nulls)
+
+
+def _strings(pa, texts: list[str | None]):
+    """A utf-8 string column: int32 offsets into one data buffer (pa.array's layout)."""
+    encoded = [b"" if t is None else t.encode("utf-8") for t in texts]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    if offsets[-1] >= 2**31:  # more than string's int32 offsets hold
+        return pa.array(texts, type=pa.string())
+    bitmap, nulls = _validity(texts)
+    buffers = [None if bitmap is None else pa.py_buffer(bitmap),
+               pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(encoded))]
+    return pa.Array.from_buffers(pa.string(), len(texts), buffers, null_count=nulls)
 
 
 def _csv(rows: list[dict[str, Any]], columns: list[str]) -> str:

@@ -26,7 +26,8 @@ from typing import Any
 import mpmath
 import sympy as sp
 
-MAX_ORDER = 32        # derivatives checked; x**33 and flatter are "undefined", with that reason
+from ._formula import MAX_ORDER, _what
+
 FAST_ORDER = 12       # tried first: almost every activation has p <= 12
 TIME_LIMIT = 2.0      # seconds for one multiplicity, both arithmetics together
 EXACT_SHARE = 0.4     # of TIME_LIMIT, before exact arithmetic gives way to floats
@@ -330,10 +331,6 @@ def _both_sides(expr: sp.Expr, x: sp.Symbol, n: int, ar: _Arith) -> tuple[_Serie
             raise Undefined("not finite at 0: the function has a pole there")
         sides.append(s)
     return sides[0], sides[1]
-
-
-def _what(s: int) -> str:
-    return "not differentiable" if s == 1 else f"derivative of order {s - 1} is not differentiable"
 
 
 def _read(right: _Series, left: _Series, max_order: int, ar: _Arith) -> Multiplicity | None:
