@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
 import statistics
 import tempfile
@@ -51,8 +52,13 @@ def spec(layout: str, epochs: int) -> dict:
 
 
 def measure(layout: str, epochs: int) -> tuple[float, float, int]:
-    """(wall seconds, training seconds, batches) of one sweep into a fresh directory."""
+    """(wall seconds, training seconds, batches) of one sweep into a fresh directory.
+
+    The file system is synced first: deleting the previous sweep's 256 run directories leaves
+    journal work that would otherwise land in this sweep's own syncs.
+    """
     with tempfile.TemporaryDirectory() as out:
+        os.sync()
         start = time.perf_counter()
         result = condlab.sweep(spec(layout, epochs), out=out, progress=False)
         wall = time.perf_counter() - start
@@ -109,15 +115,16 @@ def main() -> None:
     if args.profile:
         profile(args.epochs, args.layout)
         return
-    # warm-up: imports and first-call costs, with the trained layers the timed sweeps count
-    # (a barely trained one takes none of the line counter's fallbacks, whose compiled code
-    # loads from numba's cache on first use, ~0.1 s once per process)
-    measure("batched", args.epochs)
     print(f"sweep of 64 configs x 4 seeds, fig3 network, {args.epochs} epochs; target: overhead <= 10 %"
           + (" (line counts replaced by a constant)" if args.free_counts else ""))
     shares: dict[tuple[int, str], list[float]] = {}
     for threads in (int(t) for t in args.threads.split(",")):
         torch.set_num_threads(threads)
+        # warm-up at this thread count (a new count rebuilds thread pools on first use):
+        # imports and first-call costs, with the trained layers the timed sweeps count (a
+        # barely trained one never reaches the line counter's fallbacks, whose compiled code
+        # loads from numba's cache on first use, ~0.1 s once per process)
+        measure("batched", args.epochs)
         for _ in range(args.repeat):
             for layout in ("batched", "separate"):
                 wall, train, batches = measure(layout, args.epochs)
