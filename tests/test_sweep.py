@@ -375,3 +375,26 @@ def test_the_docs_example_spec_plans_as_the_docs_say():
     plan = make_plan(yaml.safe_load(re.findall(r"```yaml\n(.*?)```", text, flags=re.S)[0]))
     assert "= 128 runs in 16 batches" in text
     assert (len(plan.runs), len(plan.batches)) == (128, 16)
+
+
+def test_a_sweep_freezes_older_objects_for_the_gc_and_hands_them_back(tmp_path, monkeypatch):
+    # claim: while a sweep runs, the objects alive before it are frozen (left out of full GC
+    # collections); afterwards nothing is frozen; a caller's own freeze is left as it was
+    import gc
+
+    import condlab._sweep as sweep_module
+
+    seen = []
+    real = sweep_module.make_plan
+    monkeypatch.setattr(sweep_module, "make_plan", lambda *a: seen.append(gc.get_freeze_count()) or real(*a))
+    spec = dict(TINY, grid={"model.width": [8]}, seeds={"init": 1})
+    assert gc.get_freeze_count() == 0
+    condlab.sweep(spec, out=tmp_path / "a", progress=False)
+    assert seen[-1] > 0 and gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        mine = gc.get_freeze_count()
+        condlab.sweep(spec, out=tmp_path / "b", progress=False)
+        assert gc.get_freeze_count() == mine
+    finally:
+        gc.unfreeze()
