@@ -256,10 +256,10 @@ def test_a_sweeps_two_half_write_shares_the_runs_and_syncs_everything_before_any
                         real_replace(a, b))
     runs, paths = [_synthetic_run(30, 3) for _ in range(3)], [tmp_path / f"seed{i}" for i in range(3)]
     take = iter(range(3))
-    partials, first, prepared = records.write_bodies(runs, paths, take=take)  # takes all three
+    partials, first = records.write_bodies(runs, paths, take=take)  # takes all three
     assert records.write_bodies(runs, paths, take=take)[1] == []             # nothing left
     assert calls == [] and not any(Path(p, "meta.json").exists() for p in partials)
-    records.commit_runs(runs, paths, partials, first[:2] + first[2:], prepared)
+    records.commit_runs(runs, paths, partials, first)
     names = ["config.json", "data.npz", "loss.npy", "meta.json", "snapshots/epochs.npy",
              "snapshots/layer1.npy", "snapshots/output.npy"]
     assert calls[0] == ("durable", sorted(f"seed{i}.partial/{n}" for i in range(3) for n in names))
@@ -283,7 +283,7 @@ def test_files_filled_before_training_are_kept_only_where_they_hold_what_the_run
     known = fill_known(paths, [runs[0].config, other, runs[2].config], runs[0].x, runs[0].y)
     assert known.holds(0, runs[0]) == (True, True) and known.holds(1, runs[1]) == (False, True)
     condlab._records.commit_runs(runs, paths, *condlab._records.write_bodies(runs, paths, files,
-                                                                              known=known))
+                                                                              known=known), files)
     reference = [tmp_path / "ref" / f"seed{i}" for i in range(3)]
     condlab._records.write_runs(runs, reference)
     for got, want in zip(paths, reference, strict=True):

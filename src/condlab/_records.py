@@ -188,21 +188,20 @@ def write_runs(runs: Sequence[Run], paths: Sequence[Path],
 
     `prepared`: ``prepare_runs(paths, prepared)`` made the directories and these empty files.
     """
-    return commit_runs(runs, paths, *write_bodies(runs, paths, prepared))
+    return commit_runs(runs, paths, *write_bodies(runs, paths, prepared), prepared)
 
 
 def write_bodies(runs: Sequence[Run], paths: Sequence[Path], prepared: Sequence[str] | None = None,
                  take: Iterator[int] | None = None, known: Known | None = None
-                 ) -> tuple[list[str], list[str], Sequence[str] | None]:
+                 ) -> tuple[list[str], list[str]]:
     """Every file of each run directory except meta.json, into ``NAME.partial``.
 
     The first half of ``write_runs``: a sweep writes these while it measures the runs, whose
     measurements go into meta.json. `take`: an iterator of run indices shared by several
     threads, each writing the runs it takes (``next`` on a built-in iterator is atomic), else
     every run. `known`: the config.json and data.npz files that ``fill_known`` wrote into the
-    prepared directories, kept where they hold what these runs would write. Returns what
-    ``commit_runs`` takes: (every run's .partial directory, the files this call wrote,
-    `prepared`).
+    prepared directories, kept where they hold what these runs would write. Returns
+    (every run's .partial directory, the files this call wrote), for ``commit_runs``.
     """
     partials = [f"{os.fspath(path)}.partial" for path in paths]
     files: list[str] = []
@@ -218,7 +217,7 @@ def write_bodies(runs: Sequence[Run], paths: Sequence[Path], prepared: Sequence[
         if keep is not None:  # meta.json is commit_runs' to write
             _drop_unwritten(partial, keep, written)
         files += written
-    return partials, files, prepared
+    return partials, files
 
 
 def commit_runs(runs: Sequence[Run], paths: Sequence[Path], partials: Sequence[str], files: list[str],

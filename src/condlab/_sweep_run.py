@@ -98,21 +98,13 @@ def summarize_many(runs: Sequence[Any]) -> list[dict[str, Any]]:
 
 
 def _counts(layers: list[np.ndarray]) -> list[int]:
-    """count_lines of each layer: layers of one shape counted together (count_lines_many), on
+    """count_lines of each layer by count_lines_many (layers of one shape counted together), on
     as many threads as training uses (``torch.get_num_threads()``)."""
     import torch
 
     from .analysis._line_counts import count_lines_many
 
-    out: list[int] = [0] * len(layers)
-    by_shape: dict[tuple[int, ...], list[int]] = {}
-    for i, w in enumerate(layers):
-        by_shape.setdefault(w.shape, []).append(i)
-    for idx in by_shape.values():
-        stack = np.stack([layers[i] for i in idx])
-        for i, count in zip(idx, count_lines_many(stack, threads=torch.get_num_threads()), strict=True):
-            out[i] = count
-    return out
+    return count_lines_many(layers, threads=torch.get_num_threads())
 
 
 def train_part(batch: Batch, progress: Any = False):
@@ -203,7 +195,7 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
             rows[h] = {"status": run.status, **row}
         metas = [meta_bytes(run) for run in runs]  # while the writer thread may still write
         mine = write_bodies(runs, paths, files, take, known)[1]  # the runs it has not taken yet
-        partials, theirs, _ = bodies.result()  # a failed write fails the batch (trained again)
+        partials, theirs = bodies.result()  # a failed write fails the batch (trained again)
     commit_runs(runs, paths, partials, theirs + mine, files, metas=metas)
     return BatchDone(batch.key, rows, result.seconds)
 

@@ -102,19 +102,15 @@ def _nearest(X, C, thr, margin, threshold):
 
 def _aligned_sums(X, labels, C, n):
     """(n, k) sums of rows of X flipped to the side of their centre C[label] (labels >= 0)."""
-    k = X.shape[1]
-    out = np.zeros((n, k))
+    positive = np.zeros(X.shape[0], np.bool_)
     for a in range(X.shape[0]):
         t = labels[a]
-        if t < 0:
-            continue
-        c = 0.0
-        for j in range(k):
-            c += X[a, j] * C[t, j]
-        s = 1.0 if c > 0 else -1.0  # |c| >= thr: the sign is not in doubt
-        for j in range(k):
-            out[t, j] += s * X[a, j]
-    return out
+        if t >= 0:
+            c = 0.0
+            for j in range(X.shape[1]):
+                c += X[a, j] * C[t, j]
+            positive[a] = c > 0  # |c| >= thr: the sign is not in doubt
+    return _signed_sums(X, labels, positive, n)
 
 
 def _signed_sums(X, labels, positive, n):
