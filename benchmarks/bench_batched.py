@@ -33,11 +33,11 @@ import torch
 from torch import nn
 
 import condlab
-from condlab import _cpu_step
-from condlab._data import make_dataset
-from condlab._models import Architecture, BatchedNet, init_weights
-from condlab._records import RunSpec
-from condlab._training import train_batch
+from condlab._accel import _cpu_step
+from condlab.records._records import RunSpec
+from condlab.training._data import make_dataset
+from condlab.training._models import Architecture, BatchedNet, init_weights
+from condlab.training._trainer import train_batch
 
 LR = 1e-3
 _CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
@@ -104,8 +104,9 @@ def main() -> None:
     parser.add_argument("--clock", choices=sorted(_CLOCKS), default="wall",
                         help="cpu: this thread's CPU time, steadier on a busy machine (--threads 1 only)")
     parser.add_argument("--step-parallel-min", type=int, default=None,
-                        help="override condlab._cpu_step.STEP_PARALLEL_MIN (work per thread above which the "
-                             "one-layer step is split over threads); 65536 splits the float32 Fig. 3 step")
+                        help="override condlab._accel._cpu_step.STEP_PARALLEL_MIN (work per thread "
+                             "above which the one-layer step is split over threads); 65536 splits the "
+                             "float32 Fig. 3 step")
     args = parser.parse_args()
     if args.step_parallel_min is not None:
         _cpu_step.STEP_PARALLEL_MIN = args.step_parallel_min

@@ -19,10 +19,10 @@ import time
 import torch
 
 import condlab
-from condlab._data import make_dataset
-from condlab._models import Architecture, BatchedNet, augment, init_weights
-from condlab._records import RunSpec
-from condlab._training import make_optimizer
+from condlab.records._records import RunSpec
+from condlab.training._data import make_dataset
+from condlab.training._models import Architecture, BatchedNet, augment, init_weights
+from condlab.training._trainer import make_optimizer
 
 
 def step_function(n: int, runs: int, m: int):

@@ -6,7 +6,7 @@ the --quick estimate.
 For each width and thread count: 6 points of the quick grid (3 linear, 3 condensed; float64, ASI),
 batched as the diagram batches them, are trained for `--steps` steps by the reference loop
 (`_loss_grad_bound`: batched torch ops, the straightforward implementation) and by the compiled
-one-pass step (condlab.phase._relu_fused), in interleaved pairs (`--repeats`), giving ms per
+one-pass step (condlab._accel._relu_fused), in interleaved pairs (`--repeats`), giving ms per
 run-step and their ratio; then the compiled step trains them to convergence, giving the mean steps
 per run and an estimate of the quick diagram (9 x 9 grid + 5 schemes, 2 seeds) at that width. The
 machine's load is printed: on a shared machine every time scales with it, the ratio much less.

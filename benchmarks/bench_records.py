@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 import condlab
-from condlab._api import _write_batch
+from condlab.training._api import _write_batch
 
 
 def _legacy_write_bytes(path: Path, data: bytes) -> None:

@@ -72,7 +72,7 @@ class _SerialExecutor:
     name = "local"
 
     def run(self, batches, runs_dir, bar, on_done) -> None:
-        from condlab._sweep_run import train_part, write_part
+        from condlab.sweeps._run import train_part, write_part
 
         for batch in batches:
             result = train_part(batch)
@@ -85,7 +85,7 @@ def profile(epochs: int, layout: str) -> None:
     torch.set_num_threads(1)
     measure("batched", 10)  # imports and first calls, as in the timed runs
     with tempfile.TemporaryDirectory() as out, \
-            mock.patch("condlab._sweep.make_executor", lambda *a: _SerialExecutor()):
+            mock.patch("condlab.sweeps._sweep.make_executor", lambda *a: _SerialExecutor()):
         prof = cProfile.Profile()
         start = time.perf_counter()
         prof.enable()

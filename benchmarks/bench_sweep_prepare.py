@@ -20,7 +20,7 @@ import statistics
 import torch
 from bench_sweep import measure
 
-import condlab._sweep_run as sweep_run
+import condlab.sweeps._run as sweep_run
 
 REAL = (sweep_run.prepare_part, sweep_run._write_prepared)
 

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 import condlab
-from condlab._cnn import make_cifar_net
+from condlab.training._cnn import make_cifar_net
 
 SWEEP = (-0.02, -0.01, 0.0, 0.01, 0.02)
 

@@ -2,8 +2,8 @@
 
 One network d-m-1 (d = 5, m = 10^5, tanh), n = 4 and n = 80 samples, GD and Adam. Per step:
 
-* ``condlab``: the trainer's step (``BatchedNet.loss_and_grad`` + the ``condlab._optim`` step;
-  ``blocked`` in the output where it took the wide layer's blocked step, ``condlab._wide_step``,
+* ``condlab``: the trainer's step (``BatchedNet.loss_and_grad`` + the ``condlab.training._optim`` step;
+  ``blocked`` in the output where it took the wide layer's blocked step, ``condlab._accel._wide_step``,
   ``arch`` where the architecture's pass);
 * ``autograd``: W (m, d+1) and a (1, m+1) as leaf tensors, ``x_aug @ W.T``, ``tanh``,
   ``.backward()``, ``torch.optim.Adam`` / ``SGD`` with ``fused=True`` (``foreach=True`` where
@@ -33,10 +33,10 @@ from collections.abc import Callable
 
 import torch
 
-from condlab._arch import get_architecture
-from condlab._cpu import tanh_into
-from condlab._models import BatchedNet, augment, init_weights
-from condlab._optim import Hyper, get_optimizer
+from condlab._accel._cpu import tanh_into
+from condlab.training._arch import get_architecture
+from condlab.training._models import BatchedNet, augment, init_weights
+from condlab.training._optim import Hyper, get_optimizer
 
 D, LR = 5, 1e-3
 _CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
@@ -53,7 +53,7 @@ def condlab_step(arch, x: torch.Tensor, y: torch.Tensor, optimizer: str) -> Call
         net.loss_and_grad(xb, yb)
         opt.step(net.grad)
 
-    step.net = net   # which pass ran: net._wide[2] is the blocked step (condlab._wide_step) or None
+    step.net = net   # which pass ran: net._wide[2] is the blocked step (condlab._accel._wide_step) or None
     return step
 
 
@@ -149,7 +149,7 @@ def measure(arch, x, y, optimizer: str, threads: list[int], args) -> None:
 
 
 def _tanh():
-    from condlab._activations import get_activation
+    from condlab.activations._activations import get_activation
 
     return get_activation("tanh")
 

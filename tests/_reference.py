@@ -4,7 +4,7 @@ that batched training, the optimizers and dropout are checked against."""
 import torch
 from torch import nn
 
-from condlab._models import Architecture
+from condlab.training._models import Architecture
 
 
 class Reference(nn.Module):

@@ -1,4 +1,4 @@
-"""Tests for condlab._activations: multiplicity (Definition 1), fast fn/grad, safe parsing."""
+"""Tests for condlab.activations._activations: multiplicity (Definition 1), fast fn/grad, safe parsing."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import sympy as sp
 import torch
 
-from condlab import _activations as A
-from condlab._activations import (
+from condlab.activations import _activations as A
+from condlab.activations._activations import (
     Activation,
     activation_table,
     expression_to_torch,
@@ -384,7 +384,7 @@ def test_value_and_grad_matches_fn_and_grad(name, dtype):
 
 def test_builtin_names_known_without_sympy_match_the_registry():
     # config validation trusts _checks' list of names instead of importing sympy and torch
-    from condlab._checks import ACTIVATION_ALIASES, BUILTIN_ACTIVATIONS
+    from condlab.training._checks import ACTIVATION_ALIASES, BUILTIN_ACTIVATIONS
 
     assert tuple(A._BUILTINS) == BUILTIN_ACTIVATIONS
     for name in BUILTIN_ACTIVATIONS:  # validate() skips check_trainable for these names

@@ -16,7 +16,7 @@ import torch
 import yaml
 
 import condlab
-from condlab._checkpoint import read_checkpoint, write_checkpoint
+from condlab.training._checkpoint import read_checkpoint, write_checkpoint
 
 # with dropout and per-run weight decay, so that generator and optimizer state must both
 # survive the restart; `long_config` sets the epochs so that a kill lands mid-run
@@ -184,7 +184,7 @@ def test_in_process_resume_from_a_checkpoint_equals_uninterrupted(raw, at, tmp_p
             write_checkpoint(path, config, params, optimizer, dropout, state, *args)
             kept.append(path.read_bytes())
 
-    monkeypatch.setattr("condlab._api.write_checkpoint", keep_one)
+    monkeypatch.setattr("condlab.training._api.write_checkpoint", keep_one)
     condlab.train(cfg, out=tmp_path / "a", progress=False)
     monkeypatch.undo()
     (tmp_path / "b").mkdir()
@@ -222,7 +222,7 @@ def test_a_checkpoint_with_thinned_snapshots_in_full_still_resumes(tmp_path, mon
             write_checkpoint(path, config, params, optimizer, dropout, state, *args)
             kept.append(path.read_bytes())
 
-    monkeypatch.setattr("condlab._api.write_checkpoint", keep_one)
+    monkeypatch.setattr("condlab.training._api.write_checkpoint", keep_one)
     condlab.train(raw, out=tmp_path / "a", progress=False)  # unthinned: every snapshot in full
     monkeypatch.undo()
     saved = torch.load(io.BytesIO(kept[0]), weights_only=True)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from condlab._cnn import (
+from condlab.training._cnn import (
     CifarNet,
     ConvFeatures,
     FCHead,

@@ -4,7 +4,7 @@ import pytest
 
 import condlab
 from condlab import Config, ConfigError
-from condlab._config import snapshot_epochs, validate
+from condlab.training._config import snapshot_epochs, validate
 
 
 def _error(overrides: list[str], base: Config | None = None) -> str:
@@ -120,9 +120,9 @@ def test_a_runs_config_is_the_edited_batch_config(preset, overrides):
     # config's dict with the run's single values and the data set's config, and shares no list
     import dataclasses
 
-    from condlab._api import run_config
-    from condlab._data import make_dataset
-    from condlab._records import RunSpec
+    from condlab.records._records import RunSpec
+    from condlab.training._api import run_config
+    from condlab.training._data import make_dataset
 
     cfg = condlab.preset(preset).with_overrides(overrides)
     data = make_dataset(cfg.data).config

@@ -1,4 +1,4 @@
-"""The CPU fast paths of the hot loop (condlab._cpu): numpy's tanh and BLAS on torch's memory.
+"""The CPU fast paths of the hot loop (condlab._accel._cpu): numpy's tanh and BLAS on torch's memory.
 
 Claims, stated before looking: on a fixed grid (tiny 1e-30..1e-3, moderate, saturated up to
 |x| = 50, signed zeros, subnormals, inf, NaN), the fast tanh is within 1.5 ulp of the
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from condlab import _cpu
-from condlab._cpu import as_numpy, bmm_into, numpy_bmm, tanh_into, tanh_slope_into
+from condlab._accel import _cpu
+from condlab._accel._cpu import as_numpy, bmm_into, numpy_bmm, tanh_into, tanh_slope_into
 
 DTYPES = [torch.float32, torch.float64]
 
@@ -212,7 +212,7 @@ def test_numpy_one_layer_step_equals_the_architectures_pass(dtype, n, d_out, out
     # claim: same loss and gradient as Architecture.batched_forward/backward, to rounding
     # (1e-12 relative in float64, 1e-5 in float32, of each quantity's largest magnitude)
     import condlab
-    from condlab._models import Architecture, BatchedNet, augment, init_weights
+    from condlab.training._models import Architecture, BatchedNet, augment, init_weights
 
     cfg = condlab.ModelConfig(width=16, depth=1, activations=[act], d_out=d_out, output_bias=output_bias)
     arch = Architecture.from_config(cfg, d=3)
@@ -237,7 +237,7 @@ def test_numpy_one_layer_step_equals_the_architectures_pass(dtype, n, d_out, out
 
 def test_numpy_step_is_not_used_where_it_does_not_apply():
     import condlab
-    from condlab._models import Architecture, BatchedNet, augment
+    from condlab.training._models import Architecture, BatchedNet, augment
 
     deep = Architecture.from_config(condlab.ModelConfig(width=8, depth=2), d=3)
     wide = Architecture.from_config(condlab.ModelConfig(width=20_000, depth=1), d=3)
@@ -250,13 +250,13 @@ def test_numpy_step_is_not_used_where_it_does_not_apply():
 
 def test_numpy_one_layer_step_split_over_threads_changes_no_bit(monkeypatch):
     import condlab
-    from condlab._models import Architecture, BatchedNet, augment, init_weights
+    from condlab.training._models import Architecture, BatchedNet, augment, init_weights
 
     arch = Architecture.from_config(condlab.ModelConfig(width=16, depth=1), d=3)
     x = torch.linspace(-2, 2, 60, dtype=torch.float64).reshape(20, 3)
     xb, yb = augment(x).expand(4, -1, -1).contiguous(), torch.sin(x[:, :1]).expand(4, -1, -1).contiguous()
     grads = []
-    from condlab import _cpu_step
+    from condlab._accel import _cpu_step
 
     for threads, parallel_min in ((1, _cpu_step.STEP_PARALLEL_MIN), (3, 1)):
         monkeypatch.setattr(_cpu_step, "STEP_PARALLEL_MIN", parallel_min)   # the whole step, by runs

@@ -1,4 +1,4 @@
-"""The numpy one-hidden-layer step (condlab._cpu_step): its tanh slope fold and its split over threads.
+"""The numpy one-hidden-layer step (condlab._accel._cpu_step): its tanh slope fold and its split over threads.
 
 Claims, stated before looking (float64):
 * the step with tanh folds the slope as colsum(x delta) - (h^2)^T (x delta); it equals the
@@ -18,9 +18,9 @@ import pytest
 import torch
 
 import condlab
-from condlab import _cpu_step
-from condlab._dropout import Dropout
-from condlab._models import Architecture, BatchedNet, augment, init_weights
+from condlab._accel import _cpu_step
+from condlab.training._dropout import Dropout
+from condlab.training._models import Architecture, BatchedNet, augment, init_weights
 
 RUNS = 5
 
@@ -89,8 +89,8 @@ def test_step_with_dropout_equals_the_architectures_pass():
 @pytest.mark.parametrize("d_out", [1, 2])
 def test_step_split_over_threads_changes_no_bit(dropout, d_out, monkeypatch):
     make, xb, yb = _setup(30, 3, 16, d_out, True, 0.5)
-    results, calls, real = [], [], _cpu_step._cpu._in_parallel
-    monkeypatch.setattr(_cpu_step._cpu, "_in_parallel", lambda tasks: calls.append(len(tasks)) or real(tasks))
+    results, calls, real = [], [], _cpu_step._cpu.in_parallel
+    monkeypatch.setattr(_cpu_step._cpu, "in_parallel", lambda tasks: calls.append(len(tasks)) or real(tasks))
     for threads, parallel_min in ((1, _cpu_step.STEP_PARALLEL_MIN), (3, 1)):
         monkeypatch.setattr(_cpu_step, "STEP_PARALLEL_MIN", parallel_min)
         net = make()

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from condlab import ConfigError, DataConfig
-from condlab._data import make_dataset
+from condlab.training._data import make_dataset
 
 
 def test_fig3_data_matches_caption():

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from condlab._datasets import (
+from condlab.training._datasets import (
     CifarUnpickler,
     DatasetCorrupt,
     DatasetMissing,

@@ -12,9 +12,9 @@ import torch
 
 import condlab
 from condlab import FCNet, get_activation
-from condlab._arch import FullyConnected, Residual
-from condlab._models import init_weights
 from condlab.embed import gradient_norm, newton_refine, split
+from condlab.training._arch import FullyConnected, Residual
+from condlab.training._models import init_weights
 
 ALPHAS = [0.5, 0.3, -1.0, 2.0]
 

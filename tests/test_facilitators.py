@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 import condlab
-from condlab._sweep_plan import make_plan
 from condlab.reproduce import reproduce
 from condlab.reproduce._facilitators import BASE, KEYS, SWEEPS, largest_line_share, sweep_spec
 from condlab.reproduce._facilitators_task import TASK
+from condlab.sweeps._plan import make_plan
 
 
 @pytest.mark.parametrize("factor", list(SWEEPS))

@@ -1,10 +1,10 @@
-"""The fused Adam/AdamW step (condlab._fused) equals the plain tensor step it replaces."""
+"""The fused Adam/AdamW step (condlab._accel._fused) equals the plain tensor step it replaces."""
 
 import pytest
 import torch
 
-from condlab._fused import FusedAdam, _segments
-from condlab._optim import Hyper, get_optimizer
+from condlab._accel._fused import FusedAdam, _segments
+from condlab.training._optim import Hyper, get_optimizer
 
 needs_kernel = pytest.mark.skipif(not hasattr(torch, "_fused_adam_"), reason="torch without fused Adam")
 
@@ -63,7 +63,7 @@ def test_plan_falls_back_without_kernel(monkeypatch):
 def test_small_buffer_steps_on_one_thread_and_restores_the_thread_count(monkeypatch):
     # claim: below SERIAL_MAX elements the kernel runs with torch at one thread (no OpenMP region
     # whose workers would spin afterwards), the same numbers, and torch's thread count is restored
-    import condlab._fused as fused
+    import condlab._accel._fused as fused
 
     seen = []
     real = fused.FusedAdam._step
@@ -85,12 +85,12 @@ def test_large_buffer_split_over_threads_changes_no_bit(monkeypatch, name):
     # claim: above SERIAL_MAX the step is cut into one range per thread, each stepped on
     # condlab's pool with torch at one thread; the update is elementwise, so 1 and 2 threads
     # give the same bits, per-run segments (several lr values) and weight decay included
-    import condlab._fused as fused
+    import condlab._accel._fused as fused
 
     seen = []
     real = fused.torch_in_ranges
     monkeypatch.setattr(fused, "SERIAL_MAX", 1000)
-    monkeypatch.setattr("condlab._optim.SERIAL_MAX", 1000)
+    monkeypatch.setattr("condlab.training._optim.SERIAL_MAX", 1000)
     monkeypatch.setattr(fused, "torch_in_ranges", lambda fn, size, split: seen.append(split) or
                         real(fn, size, split))
 

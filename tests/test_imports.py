@@ -82,8 +82,25 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
                                 + ([base] if base else []))
             for alias in node.names:  # `from pkg import submodule` imports the submodule
                 sub = f"{base}.{alias.name}"
-                found.add(sub if sub in modules else base)
+                # a lazy package's name is imported from the module its _EXPORTS table names
+                found.add(sub if sub in modules else _exported_from(base, alias.name) or base)
     return {m for m in found if m in modules and m != name}
+
+
+def _exports_table(package: str) -> dict[str, str]:
+    """A package's lazy ``_EXPORTS`` (name -> absolute module), read from its __init__ source."""
+    init = SRC.parent.joinpath(*package.split("."), "__init__.py")
+    if not init.exists():
+        return {}
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") in ("_EXPORTS", "_PUBLIC"):
+            table = ast.literal_eval(node.value)
+            return {k: package + v if v.startswith(".") else v for k, v in table.items()}
+    return {}
+
+
+def _exported_from(package: str, name: str) -> str | None:
+    return _exports_table(package).get(name)
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -134,10 +151,50 @@ def test_cycle_finder_finds_a_cycle():
 
 def test_builtin_registry_names_known_without_torch_match_the_registries():
     # config validation trusts _checks' lists for built-in names instead of importing torch
-    from condlab._arch import ARCHITECTURES
-    from condlab._checks import BUILTIN_ARCHITECTURES, BUILTIN_OPTIMIZERS
-    from condlab._optim import OPTIMIZERS
+    from condlab.training._arch import ARCHITECTURES
+    from condlab.training._checks import BUILTIN_ARCHITECTURES, BUILTIN_OPTIMIZERS
+    from condlab.training._optim import OPTIMIZERS
 
     assert set(BUILTIN_ARCHITECTURES) <= set(ARCHITECTURES)
     assert {name: tuple(cls.uses) for name, cls in OPTIMIZERS.items()
             if name in BUILTIN_OPTIMIZERS} == BUILTIN_OPTIMIZERS
+
+
+def _package(name: str, path: Path) -> str:
+    """The subpackage a module belongs to (condlab.X), or condlab for the top-level modules."""
+    parts = name.split(".")
+    inside = len(parts) > 2 or (path.name == "__init__.py" and len(parts) == 2)
+    return ".".join(parts[:2]) if inside else "condlab"
+
+
+def test_no_module_imports_another_subpackages_private_names():
+    # The layout's rule (docs/architecture.md): a subpackage is used through the names its
+    # __init__ exports; its private modules and private names are its own business.
+    bad = []
+    for path in sorted(SRC.rglob("*.py")):
+        name = _module_name(path)
+        mine = _package(name, path)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1]
+                                + ([base] if base else []))
+            parts = base.split(".")
+            if parts[0] != "condlab" or len(parts) < 2:
+                continue
+            theirs = ".".join(parts[:2]) if (SRC / parts[1]).is_dir() else "condlab"
+            if theirs in (mine, "condlab"):
+                continue
+            private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+            if any(p.startswith("_") for p in parts[2:]) or private:
+                bad.append(f"{name}: from {base} import {', '.join(a.name for a in node.names)}")
+    assert bad == []
+
+
+def test_the_top_level_holds_few_modules():
+    # subsystems live in subpackages (training, records, sweeps, models, _accel, ...), not in
+    # name prefixes at the top level
+    assert len(list(SRC.glob("*.py"))) <= 12

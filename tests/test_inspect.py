@@ -13,11 +13,11 @@ from torch import nn
 
 import condlab
 from condlab._cli import main
-from condlab._cnn import make_cifar_net
-from condlab._inspect import effective_neurons, heatmap_matrix, heatmap_rows, inspect_model
-from condlab._layers import extract_layers
-from condlab._safe_load import CheckpointError, load_checkpoint
 from condlab.analysis import count_orientations
+from condlab.models._inspect import effective_neurons, heatmap_matrix, heatmap_rows, inspect_model
+from condlab.models._layers import extract_layers
+from condlab.records._safe_load import CheckpointError, load_checkpoint
+from condlab.training._cnn import make_cifar_net
 
 torch.manual_seed(0)
 
@@ -212,8 +212,8 @@ def test_cli_on_a_cnn_state_dict_and_a_pickled_transformer(tmp_path: Path, capsy
 
 
 def test_fig2_counts_through_the_adapter_match_inspect_on_its_checkpoint(tmp_path: Path, capsys) -> None:
-    from condlab._datasets import write_cifar10
     from condlab.reproduce import reproduce
+    from condlab.training._datasets import write_cifar10
 
     g = np.random.default_rng(0)
     images = g.integers(0, 256, (12, 3, 32, 32), dtype=np.uint8)

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import condlab
-from condlab._activations import check_trainable, get_activation, multiplicity, parse_expression
-from condlab._sweep_table import _column
+from condlab.activations._activations import check_trainable, get_activation, multiplicity, parse_expression
+from condlab.sweeps._table import _column
 
 SRC = str(Path(condlab.__file__).resolve().parent.parent)
 TINY_FIG3 = {"train.epochs": 20, "train.snapshots": "every:10", "model.width": 8, "data.n": 10}

@@ -13,13 +13,13 @@ from torch import nn
 
 import condlab
 from _reference import Reference
-from condlab._config import ConfigError
-from condlab._dropout import dropout_seed
-from condlab._models import Architecture, BatchedNet, init_weights
-from condlab._optim import OPTIMIZERS, Hyper, get_optimizer
-from condlab._records import RunSpec
-from condlab._training import train_batch
 from condlab.analysis._replay import History, replay_neurons
+from condlab.records._records import RunSpec
+from condlab.training._config import ConfigError
+from condlab.training._dropout import dropout_seed
+from condlab.training._models import Architecture, BatchedNet, init_weights
+from condlab.training._optim import OPTIMIZERS, Hyper, get_optimizer
+from condlab.training._trainer import train_batch
 
 STEPS = 50
 TOL = 1e-9
@@ -153,7 +153,7 @@ def test_old_records_without_new_fields_still_load(tmp_path):
 
 
 def replayed_masks(arch, n, dtype=torch.float64):
-    """The documented mask stream of condlab._dropout, re-drawn by hand for one run."""
+    """The documented mask stream of condlab.training._dropout, re-drawn by hand for one run."""
     def masks_for(spec):
         gen = torch.Generator().manual_seed(dropout_seed(spec.seed))
         while True:
@@ -179,7 +179,7 @@ def test_dropout_equals_reference_with_the_same_masks(arch_name):
 
 
 def test_dropout_masks_have_nn_dropout_semantics():
-    from condlab._dropout import Dropout
+    from condlab.training._dropout import Dropout
 
     q = 0.3
     drop = Dropout([0.0, q], [0, 1], torch.float64, torch.device("cpu"))
@@ -192,7 +192,7 @@ def test_dropout_masks_have_nn_dropout_semantics():
     assert abs((mask[1] == 0).double().mean().item() - q) < 5 * (q * (1 - q) / 1e5) ** 0.5
 
 
-@pytest.mark.parametrize("depth", [1, 2])   # depth 1 trains through condlab._cpu_step on CPU
+@pytest.mark.parametrize("depth", [1, 2])   # depth 1 trains through condlab._accel._cpu_step on CPU
 def test_zero_dropout_run_is_unchanged_by_its_batch(depth):
     arch, x, y = setup("fc", depth=depth)
     base = [RunSpec(0, 0.1, 1e-3), RunSpec(1, 0.2, 1e-3)]

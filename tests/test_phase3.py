@@ -195,7 +195,7 @@ def test_corners_linear_and_condensed_on_preregistered_seeds(tmp_path):
 
 
 def test_a_second_diagram_on_the_same_out_is_refused(tmp_path):
-    from condlab._lock import FolderInUse, folder_lock
+    from condlab.records._lock import FolderInUse, folder_lock
 
     with folder_lock(tmp_path), pytest.raises(FolderInUse, match="in use by another phase diagram"):
         run_sweep3(_tiny(), out=tmp_path)

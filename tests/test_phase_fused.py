@@ -1,4 +1,4 @@
-"""The phase trainer's compiled ReLU step (condlab.phase._relu_fused) against the torch reference loop.
+"""The phase trainer's compiled ReLU step (condlab._accel._relu_fused) against the torch reference loop.
 
 Claim (stated before looking): on tiny float64 runs the compiled step takes exactly the reference's
 steps, stops for the same reason, and gives RD(theta_w), RD(theta_a), t, the loss curve and the final
@@ -70,7 +70,7 @@ def test_compiled_step_equals_reference_without_asi_and_with_a_large_c():
 
 
 def test_more_points_than_the_kernel_takes_fall_back_to_the_reference():
-    from condlab.phase import _relu_fused
+    from condlab._accel import _relu_fused
 
     with pytest.raises(ValueError, match="1 to 6"):
         _relu_fused.kernels(_relu_fused.MAX_POINTS + 1)

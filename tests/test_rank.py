@@ -6,8 +6,8 @@ import torch
 from torch import nn
 
 from condlab import FCNet, get_activation
-from condlab._arch import FullyConnected
 from condlab.analysis import model_rank, rank_over_snapshots
+from condlab.training._arch import FullyConnected
 
 
 class TwoTanh(nn.Module):

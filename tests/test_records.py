@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import condlab
-from condlab._io import atomic_write_bytes
+from condlab.records._io import atomic_write_bytes
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
     def broken_replace(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr("condlab._io.os.replace", broken_replace)
+    monkeypatch.setattr("condlab.records._io.os.replace", broken_replace)
     with pytest.raises(OSError):
         atomic_write_bytes(target, b"new")
     assert target.read_bytes() == b"old"
@@ -87,7 +87,7 @@ def test_unfinished_run_directory_is_not_mistaken_for_a_run(batch, tmp_path):
 
 
 def test_interrupted_batch_keeps_what_was_recorded(tmp_path, monkeypatch):
-    import condlab._training as training
+    import condlab.training._trainer as training
 
     calls = {"n": 0}
     original = training.BatchedNet.loss_and_grad
@@ -172,7 +172,7 @@ def test_reading_one_epoch_of_a_large_record_reads_about_one_snapshot(tmp_path):
 
     m, S = 200_000, 40
     run = _synthetic_run(m, S)
-    condlab._records.write_run(run, tmp_path / "seed0")
+    condlab.records._records.write_run(run, tmp_path / "seed0")
     assert (tmp_path / "seed0" / "snapshots" / "layer1.npy").stat().st_size > 64e6
     out = subprocess.run([sys.executable, "-c", _READ_ONE_EPOCH, str(tmp_path / "seed0"), "200"],
                          capture_output=True, text=True, check=True, timeout=300)
@@ -181,7 +181,7 @@ def test_reading_one_epoch_of_a_large_record_reads_about_one_snapshot(tmp_path):
 
 def _synthetic_run(m: int, S: int, dtype=np.float32):
     """A fig5-shaped run (1-D input) with random weights; no training needed to test records."""
-    from condlab._records import Run, RunSpec
+    from condlab.records._records import Run, RunSpec
 
     cfg = condlab.preset("fig5").with_overrides([f"model.width={m}", f"train.epochs={10 * (S - 1)}"])
     rng = np.random.default_rng(0)
@@ -222,7 +222,7 @@ def test_records_of_condlab_0_1_0_still_load_and_analyse(batch, tmp_path):
 # --- atomicity: nothing is renamed before everything is on disk -------------------------------
 
 def test_everything_is_on_disk_before_any_rename_and_the_renames_after(tmp_path, monkeypatch):
-    import condlab._records as records
+    import condlab.records._records as records
 
     calls = []
     real_replace, real_durable, real_fsync = records.os.replace, records.durable, records.fsync_path
@@ -244,7 +244,7 @@ def test_a_sweeps_two_half_write_shares_the_runs_and_syncs_everything_before_any
                                                                                        monkeypatch):
     # claim: two write_bodies calls taking runs from one iterator write each run once;
     # commit_runs writes the meta.json files and syncs every file before the first rename
-    import condlab._records as records
+    import condlab.records._records as records
 
     calls = []
     real_replace, real_durable = records.os.replace, records.durable
@@ -273,7 +273,7 @@ def test_files_filled_before_training_are_kept_only_where_they_hold_what_the_run
     import dataclasses
     import zipfile
 
-    from condlab._record_prepare import fill_known, prepare_runs, record_files
+    from condlab.records._prepare import fill_known, prepare_runs, record_files
 
     runs = [_synthetic_run(30, 3) for _ in range(3)]
     other = dataclasses.replace(runs[1].config, name="a-much-longer-name-than-the-run-has" * 4)
@@ -282,10 +282,10 @@ def test_files_filled_before_training_are_kept_only_where_they_hold_what_the_run
     prepare_runs(paths, files)
     known = fill_known(paths, [runs[0].config, other, runs[2].config], runs[0].x, runs[0].y)
     assert known.holds(0, runs[0]) == (True, True) and known.holds(1, runs[1]) == (False, True)
-    condlab._records.commit_runs(runs, paths, *condlab._records.write_bodies(runs, paths, files,
-                                                                              known=known), files)
+    records = condlab.records._records
+    records.commit_runs(runs, paths, *records.write_bodies(runs, paths, files, known=known), files)
     reference = [tmp_path / "ref" / f"seed{i}" for i in range(3)]
-    condlab._records.write_runs(runs, reference)
+    condlab.records._records.write_runs(runs, reference)
     for got, want in zip(paths, reference, strict=True):
         for name in ("config.json", "loss.npy", "meta.json"):
             assert (got / name).read_bytes() == (want / name).read_bytes(), (got, name)
@@ -296,7 +296,7 @@ def test_files_filled_before_training_are_kept_only_where_they_hold_what_the_run
 
 
 def test_a_failed_rename_leaves_only_a_partial_directory(tmp_path, monkeypatch):
-    import condlab._records as records
+    import condlab.records._records as records
 
     def no_rename(src, dst):
         raise OSError("disk full")
@@ -312,7 +312,7 @@ def test_a_failed_rename_leaves_only_a_partial_directory(tmp_path, monkeypatch):
 def test_records_respect_the_umask(tmp_path):
     import stat
 
-    condlab._records.write_run(_synthetic_run(30, 3), tmp_path / "seed0")
+    condlab.records._records.write_run(_synthetic_run(30, 3), tmp_path / "seed0")
     mode = stat.S_IMODE((tmp_path / "seed0" / "snapshots" / "layer1.npy").stat().st_mode)
     assert mode == 0o666 & ~_umask()
 

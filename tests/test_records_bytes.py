@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 import condlab
-from condlab._fastwrite import json_indent2, npy_parts
-from condlab._io import _jsonable
-from condlab._records import RECORD_FORMAT, write_runs
+from condlab.records._fastwrite import json_indent2, npy_parts
+from condlab.records._io import _jsonable
+from condlab.records._records import RECORD_FORMAT, write_runs
 
 
 def reference_write(run, d: Path) -> None:
@@ -93,7 +93,7 @@ def test_written_runs_equal_the_reference_writer_byte_for_byte(tmp_path, thinned
 def test_runs_written_into_prepared_directories_equal_the_reference(tmp_path):
     """A sweep makes the directories and empty files while a batch trains (prepare_runs); a
     prepared file the run does not have is removed, a file not prepared is made."""
-    from condlab._record_prepare import prepare_runs, record_files
+    from condlab.records._prepare import prepare_runs, record_files
 
     result = condlab.train(dict(BATCH, train=dict(BATCH["train"], snapshot_neurons=0)), progress=False)
     paths = [tmp_path / "fast" / f"r{i}" for i in range(len(result))]

@@ -13,9 +13,9 @@ import torch
 
 import condlab
 from condlab import FCNet, get_activation
-from condlab._arch import FullyConnected, Residual
 from condlab._cli import main
-from condlab._models import init_weights
+from condlab.training._arch import FullyConnected, Residual
+from condlab.training._models import init_weights
 
 X = torch.as_tensor(np.random.default_rng(9).uniform(-2, 2, (200, 3)))
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from condlab._cli import main
-from condlab._datasets import write_cifar10, write_mnist
 from condlab.reproduce import EXPERIMENTS, Claim, ExperimentResult, reproduce, write_summary
+from condlab.training._datasets import write_cifar10, write_mnist
 
 NAMES = ["fig2", "fig3", "fig4", "fig4-plain", "fig5", "fig6", "evolution", "relu",
          "simple-target", "mnist", "optimistic", "embedding", "transformer",

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from condlab import Config
-from condlab._api import run_name, run_specs
 from condlab._cli import main
 from condlab._guards import check_memory, point_latest, reproduce_out, train_bytes
-from condlab._io import atomic_write_text
+from condlab.records._io import atomic_write_text
+from condlab.training._api import run_name, run_specs
 
 TINY = ["--set", "data.n=8", "--set", "data.d=2", "--set", "model.width=4", "--set", "train.epochs=30",
         "--set", "train.snapshots=every:5", "--no-progress"]

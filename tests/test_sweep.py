@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import condlab
-from condlab._config import Config, ConfigError
-from condlab._sweep_plan import BATCHED, BATCHED_KEYS, make_plan, run_hash
+from condlab.sweeps._plan import BATCHED, BATCHED_KEYS, make_plan, run_hash
+from condlab.training._config import Config, ConfigError
 
 TINY = {
     "name": "tiny",
@@ -54,8 +54,8 @@ def test_the_declared_batchable_keys_are_the_per_run_fields_of_condlab_train():
     # a RunSpec field missing from BATCHED (or a key that is not per run) would make wrong batches
     import dataclasses
 
-    from condlab._api import run_specs
-    from condlab._records import RunSpec
+    from condlab.records._records import RunSpec
+    from condlab.training._api import run_specs
 
     assert list(BATCHED) == [f.name for f in dataclasses.fields(RunSpec)]
     raw = Config().to_dict()
@@ -100,7 +100,7 @@ def test_hash_is_canonical_and_ignores_name_and_device():
     ({"base": "nope"}, "neither a preset"),
     ({"seeds": {"init": 2, "model": 3}}, "unknown key 'seeds.model'"),
     ({"task": "condlab.no_such_module"}, "task='condlab.no_such_module' is not accepted"),
-    ({"task": "condlab._config"}, "an importable module with train_part and write_part"),
+    ({"task": "condlab.training._config"}, "an importable module with train_part and write_part"),
 ])
 def test_bad_specs_are_one_line_errors(spec, message):
     with pytest.raises(ConfigError, match=message) as err:
@@ -168,10 +168,10 @@ def test_threaded_writes_give_every_run_and_counts_equal_count_orientations(tmp_
     # claim: the writer thread (run files written while the runs are measured) and writing in
     # this thread give the same rows and directories, and the line counts in the rows are
     # exactly count_orientations(w, sweep=()).n_lines of the recorded weights
-    from condlab._record_load import load_run
-    from condlab._sweep import _batches
-    from condlab._sweep_run import prepare_part, train_part, write_part
     from condlab.analysis import count_orientations, default_epoch
+    from condlab.records._load import load_run
+    from condlab.sweeps._run import prepare_part, train_part, write_part
+    from condlab.sweeps._sweep import _batches
 
     batch = _batches(make_plan(dict(TINY, grid={"model.width": [8]}, seeds={"init": 2})), set())[0]
     result = train_part(batch)
@@ -220,7 +220,7 @@ def test_a_failing_batch_is_reported_and_the_others_are_kept(tmp_path):
 
 
 def test_an_interrupted_batch_leaves_no_run_directories(tmp_path, monkeypatch):
-    import condlab._sweep_run as sweep_run
+    import condlab.sweeps._run as sweep_run
 
     real = sweep_run.train_part
 
@@ -286,7 +286,7 @@ def test_a_second_sweep_on_the_same_out_is_refused_and_a_killed_holder_does_not_
     out = tmp_path / "out"
     spec = tmp_path / "spec.yaml"
     spec.write_text("base: fig5\nset: {train.epochs: 5, train.snapshots: 'every:5', model.width: 6}\n")
-    holder = ("import sys, time; from pathlib import Path; from condlab._lock import folder_lock\n"
+    holder = ("import sys, time; from pathlib import Path; from condlab.records._lock import folder_lock\n"
               "with folder_lock(Path(sys.argv[1])):\n    print('locked', flush=True); time.sleep(120)\n")
     env = dict(os.environ, PYTHONPATH=str(Path(condlab.__file__).parents[1]))
     proc = subprocess.Popen([sys.executable, "-c", holder, str(out)], env=env, stdout=subprocess.PIPE,
@@ -318,7 +318,7 @@ def test_cli_errors_are_one_line_exit_2(tmp_path):
 def test_ray_tasks_retry_only_io_errors_that_may_pass(monkeypatch):
     import errno
 
-    from condlab import _sweep_run
+    from condlab.sweeps import _run as _sweep_run
 
     def fail_with(err):
         def run_batch(batch, runs_dir):
@@ -335,7 +335,7 @@ def test_ray_tasks_retry_only_io_errors_that_may_pass(monkeypatch):
 
 
 def test_unknown_executor_and_address_without_ray_are_one_line_errors():
-    from condlab._sweep_run import make_executor
+    from condlab.sweeps._run import make_executor
 
     with pytest.raises(ConfigError, match="choose local or ray"):
         make_executor("dask")
@@ -356,7 +356,7 @@ def test_weight_decay_momentum_and_dropout_sweeps_are_one_batch(tmp_path):
 
 
 def test_widths_example_plans_as_documented():
-    from condlab._sweep_plan import load_spec
+    from condlab.sweeps._plan import load_spec
 
     raw, _, base_dir = load_spec(Path(__file__).parents[1] / "examples" / "sweep-widths.yaml")
     plan = make_plan(raw, base_dir)
@@ -382,7 +382,7 @@ def test_a_sweep_freezes_older_objects_for_the_gc_and_hands_them_back(tmp_path, 
     # collections); afterwards nothing is frozen; a caller's own freeze is left as it was
     import gc
 
-    import condlab._sweep as sweep_module
+    import condlab.sweeps._sweep as sweep_module
 
     seen = []
     real = sweep_module.make_plan

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from condlab._config import ConfigError
-from condlab._sweep_plan import make_plan, run_hash
+from condlab.sweeps._plan import make_plan, run_hash
+from condlab.training._config import ConfigError
 
 SPECS = {
     "tiny": {"name": "tiny", "base": "fig5",

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from condlab._data import make_dataset
 from condlab.reproduce._embedding import plateaus
 from condlab.reproduce._optimistic import D, _config, optimistic_size, recovery_n, teacher
+from condlab.training._data import make_dataset
 
 
 @pytest.mark.parametrize("k", [1, 2])

@@ -12,7 +12,7 @@ from torch import nn
 
 import condlab
 from condlab._cli import main
-from condlab._tracker import lightning_callback
+from condlab.models._tracker import lightning_callback
 
 
 def _user_loop(out: Path | None, steps: int = 23, every: int = 5, snapshots: bool = True):

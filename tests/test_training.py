@@ -6,9 +6,9 @@ import torch
 
 import condlab
 from _reference import Reference
-from condlab._models import Architecture, BatchedNet, init_weights
-from condlab._records import RunSpec
-from condlab._training import TrainingWarning, initial_stage_end, train_batch
+from condlab.records._records import RunSpec
+from condlab.training._models import Architecture, BatchedNet, init_weights
+from condlab.training._trainer import TrainingWarning, initial_stage_end, train_batch
 
 STEPS = 50
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import condlab
-from condlab._snapshots import thinned_neurons
 from condlab.analysis import analyze_run
+from condlab.records._snapshots import thinned_neurons
 
 THIN = ["model.width=300", "train.epochs=60", "train.snapshots=every:10", "train.dtype=float64"]
 

@@ -1,15 +1,15 @@
-"""The blocked step of a wide layer (condlab._wide_step) against the architecture's own pass."""
+"""The blocked step of a wide layer (condlab._accel._wide_step) against the architecture's own pass."""
 
 import numpy as np
 import pytest
 import torch
 
-from condlab._activations import get_activation
-from condlab._arch import get_architecture
-from condlab._dropout import Dropout
-from condlab._models import BatchedNet, augment, init_weights
-from condlab._optim import Hyper, get_optimizer
-from condlab._wide_step import WideStep, block_width
+from condlab._accel._wide_step import WideStep, block_width
+from condlab.activations._activations import get_activation
+from condlab.training._arch import get_architecture
+from condlab.training._dropout import Dropout
+from condlab.training._models import BatchedNet, augment, init_weights
+from condlab.training._optim import Hyper, get_optimizer
 
 D = 3
 
@@ -149,7 +149,7 @@ WIDE = {"data": {"n": 20, "d": 2}, "model": {"width": 5000, "init_std": [0.01], 
 def test_a_wide_training_resumed_from_a_checkpoint_equals_uninterrupted(tmp_path, monkeypatch):
     """The trainer's own checkpoint, written after 20 of 40 epochs and resumed: bit for bit."""
     import condlab
-    from condlab._checkpoint import write_checkpoint
+    from condlab.training._checkpoint import write_checkpoint
 
     calls = []
     original = WideStep.loss_and_grad
@@ -163,7 +163,7 @@ def test_a_wide_training_resumed_from_a_checkpoint_equals_uninterrupted(tmp_path
             write_checkpoint(path, config, params, optimizer, dropout, state, *args)
             kept.append(path.read_bytes())
 
-    monkeypatch.setattr("condlab._api.write_checkpoint", keep_one)
+    monkeypatch.setattr("condlab.training._api.write_checkpoint", keep_one)
     condlab.train(WIDE, out=tmp_path / "a", progress=False)
     monkeypatch.undo()
     (tmp_path / "b").mkdir()
@@ -200,7 +200,7 @@ def test_a_diverged_run_warns_nothing_and_reports_a_non_finite_loss(threads):
 def test_numpys_tanh_loop_by_address_gives_the_bits_of_the_per_block_path(dtype, monkeypatch):
     """Pass 1 calls numpy's tanh loop through its address from the compiled kernel; where that loop
     is not found it calls np.tanh per block. Same operations on the same values: same bits."""
-    import condlab._wide_step as wide
+    import condlab._accel._wide_step as wide
 
     if wide._numpy_tanh_loop(torch.empty(0, dtype=dtype).numpy().dtype.char) is None:
         pytest.skip("numpy's tanh loop not found on this numpy: only the per-block path runs")

@@ -7,7 +7,7 @@ Usage: python tools/make_docs.py [OUT_DIR]
 import sys
 from pathlib import Path
 
-from condlab._io import atomic_write_text
+from condlab.records._io import atomic_write_text
 from condlab.reproduce._docs import HAND, load_claims, replay_block, reproduction_md, splice
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

@@ -29,57 +29,69 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 
-# public name -> the private module that defines it
+# public name -> the subpackage that exports it
 _PUBLIC = {
-    "Activation": "._activations",
-    "get_activation": "._activations",
-    "register_activation": "._activations",
-    "resume": "._api",
-    "train": "._api",
-    "inspect": "._inspect",
-    "FCNet": "._models",
-    "Reduction": "._reduce",
-    "effective_rank": "._reduce",
-    "reduce": "._reduce",
-    "Tracker": "._tracker",
-    "lightning_callback": "._tracker",
-    "Config": "._config",
-    "ConfigError": "._config",
-    "DataConfig": "._config",
-    "ModelConfig": "._config",
-    "TrainConfig": "._config",
-    "preset": "._presets",
-    "Run": "._records",
-    "RunResult": "._records",
-    "load_run": "._record_load",
-    "SweepResult": "._sweep",
-    "sweep": "._sweep",
-    "TrainingWarning": "._training",
+    "Activation": ".activations",
+    "get_activation": ".activations",
+    "register_activation": ".activations",
+    "resume": ".training",
+    "train": ".training",
+    "inspect": ".models",
+    "FCNet": ".training",
+    "Reduction": ".analysis",
+    "effective_rank": ".analysis",
+    "reduce": ".analysis",
+    "Tracker": ".models",
+    "lightning_callback": ".models",
+    "Config": ".training",
+    "ConfigError": ".training",
+    "DataConfig": ".training",
+    "ModelConfig": ".training",
+    "TrainConfig": ".training",
+    "preset": ".training",
+    "Run": ".records",
+    "RunResult": ".records",
+    "load_run": ".records",
+    "SweepResult": ".sweeps",
+    "sweep": ".sweeps",
+    "TrainingWarning": ".training",
+    "register_architecture": ".training",
+    "register_optimizer": ".training",
 }
 
 __all__ = [  # _PUBLIC's names and the version (tests/test_imports.py checks they agree)
     "Activation", "Config", "ConfigError", "DataConfig", "FCNet", "ModelConfig", "Reduction", "Run",
     "RunResult", "TrainConfig", "Tracker", "TrainingWarning", "__version__", "effective_rank",
     "get_activation", "inspect", "lightning_callback", "load_run", "preset", "reduce",
-    "register_activation", "resume", "SweepResult", "sweep", "train",
+    "register_activation", "register_architecture", "register_optimizer", "resume", "SweepResult", "sweep",
+    "train",
 ]
 
 if TYPE_CHECKING:  # static tools see the names; at run time __getattr__ imports them on use
-    from ._activations import Activation, get_activation, register_activation
-    from ._api import resume, train
-    from ._config import Config, ConfigError, DataConfig, ModelConfig, TrainConfig
-    from ._inspect import inspect
-    from ._models import FCNet
-    from ._presets import preset
-    from ._record_load import load_run
-    from ._records import Run, RunResult
-    from ._reduce import Reduction, effective_rank, reduce
-    from ._sweep import SweepResult, sweep
-    from ._tracker import Tracker, lightning_callback
-    from ._training import TrainingWarning
+    from .activations import Activation, get_activation, register_activation
+    from .analysis import Reduction, effective_rank, reduce
+    from .models import Tracker, inspect, lightning_callback
+    from .records import Run, RunResult, load_run
+    from .sweeps import SweepResult, sweep
+    from .training import (
+        Config,
+        ConfigError,
+        DataConfig,
+        FCNet,
+        ModelConfig,
+        TrainConfig,
+        TrainingWarning,
+        preset,
+        register_architecture,
+        register_optimizer,
+        resume,
+        train,
+    )
 
 
-_SUBMODULES = ("analysis", "embed", "phase", "plotting", "reproduce")  # public: `condlab.embed.split(...)`
+# public subpackages, loaded on first use: `condlab.embed.split(...)`
+_SUBMODULES = ("activations", "analysis", "embed", "models", "phase", "plotting", "records", "reproduce",
+               "sweeps", "training")
 
 
 def __getattr__(name: str) -> Any:

@@ -15,7 +15,7 @@ import warnings
 from pathlib import Path
 
 from ._cli_records import EXIT_BAD_INPUT, cmd_analyze, cmd_reduce
-from ._config import Config, ConfigError
+from .training import Config, ConfigError
 
 EXIT_DIVERGED, EXIT_INTERRUPTED = 3, 130  # EXIT_BAD_INPUT (2): _cli_records
 EXIT_INTERNAL, EXIT_BROKEN_PIPE = 1, 141
@@ -52,7 +52,7 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 
 def _load_config(args: argparse.Namespace) -> Config:
-    from ._presets import preset
+    from .training import preset
 
     if args.config and args.preset:
         raise ConfigError("give a config file or --preset, not both")
@@ -68,7 +68,7 @@ def _load_config(args: argparse.Namespace) -> Config:
 
 
 def cmd_activations(args: argparse.Namespace) -> int:
-    from ._activations import activation_table, get_activation, list_activations
+    from .activations import activation_table, get_activation, list_activations
 
     notes = {a.name: a.note for a in list_activations()}  # why p is undefined, where it is
     rows = [r | {"note": notes.get(r["name"], "")} for r in activation_table()]
@@ -91,7 +91,7 @@ def cmd_activations(args: argparse.Namespace) -> int:
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
-    from ._presets import PRESETS
+    from .training import PRESETS
 
     for name, raw in PRESETS.items():
         m, t = raw["model"], raw["train"]
@@ -107,8 +107,8 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from ._api import train
     from ._guards import check_fresh_out, fresh_dir
+    from .training import train
 
     if args.resume:
         return cmd_resume(args)
@@ -123,7 +123,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """`condlab train --resume DIR`: continue a batch from DIR/checkpoint.pt."""
-    from ._api import resume
+    from .training import resume
 
     conflicts = _resume_conflicts(args)
     if conflicts:
@@ -159,7 +159,7 @@ def _resume_conflicts(args: argparse.Namespace) -> str:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from ._sweep import sweep
+    from .sweeps import sweep
 
     result = sweep(args.spec, out=args.out, executor=args.executor, address=args.address,
                    dry_run=args.dry_run, progress=not args.no_progress and sys.stderr.isatty())
@@ -185,15 +185,14 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from ._inspect import run_inspect
+    from .models import run_inspect
 
     return run_inspect(args)
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from ._guards import point_latest, reproduce_out
-    from .reproduce import EXPERIMENTS, check_data_dir, reproduce, reproduce_all, summary_rows
-    from .reproduce._runner import unknown
+    from .reproduce import EXPERIMENTS, check_data_dir, reproduce, reproduce_all, summary_rows, unknown
 
     if args.list or not args.name:
         for e in EXPERIMENTS.values():

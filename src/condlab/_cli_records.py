@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from ._config import ConfigError
+from .training import ConfigError
 
 EXIT_BAD_INPUT = 2  # every command's exit status for input it cannot take (_cli uses it too)
 
@@ -34,8 +34,8 @@ def _run_dirs(path: Path) -> list[Path]:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from ._guards import check_count_options, user_message
-    from ._record_load import load_run
     from .analysis import analyze_run
+    from .records import load_run
 
     check_count_options(args.cos_threshold, args.amplitude_ratio, args.min_share)
     counting = {k: v for k, v in (("cos_threshold", args.cos_threshold),
@@ -101,11 +101,11 @@ def _can_write(directory: Path) -> bool:
 
 
 def _figures(run, analysis, out: Path, formats: tuple[str, ...]) -> list[Path]:
-    from .analysis._external import is_external
+    from .analysis import is_external
     from .plotting import analysis_figures
 
     if is_external(run):  # any layer size: heat maps of a stated sample of rows
-        from ._inspect import external_run_figures
+        from .models import external_run_figures
 
         return external_run_figures(run, analysis, out)
 
@@ -158,9 +158,8 @@ def _print_analysis(analysis, out: Path | None, figures: list[Path]) -> None:
 
 
 def cmd_reduce(args: argparse.Namespace) -> int:
-    from ._io import atomic_write_json, atomic_write_npz, provenance
-    from ._record_load import load_run
-    from ._reduce import reduce
+    from .analysis import reduce
+    from .records import atomic_write_json, atomic_write_npz, load_run, provenance
 
     results = []
     for run_dir in _run_dirs(Path(args.path)):

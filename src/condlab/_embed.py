@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch.func import functional_call, grad, jacrev
 
-from ._models import FCNet
+from .training import FCNet
 
 
 def split(net: FCNet, neuron: int, alpha: float, layer: int = 0) -> FCNet:

@@ -8,16 +8,45 @@ The public surface is ``__all__`` (docs/analysis.md, "Python API"); the helpers 
 (replay, direction fields, flow integration, chunked cosines) stay in the private modules.
 """
 
-from ._cosine import cosine_matrix
-from ._orientations import Cluster, Orientations, cosine_order, count_orientations
-from ._rank import ModelRank, RankTrace, model_rank, rank_over_snapshots
-from ._report import LayerReport, analyze_layer, default_epoch
-from ._run import RunAnalysis, analyze_run
-from ._theory import Prediction, effective_residual, line_angles, output_direction, predict_lines
+from .._lazy import exports
 
+# name -> the private module that defines it; imported on first use (no import cost, no cycles)
+_EXPORTS = {
+    "Cluster": "._orientations",
+    "LayerReport": "._report",
+    "ModelRank": "._rank",
+    "Orientations": "._orientations",
+    "Prediction": "._theory",
+    "RankTrace": "._rank",
+    "Reduction": "._reduce",
+    "RunAnalysis": "._run",
+    "SWEEP": "._orientations",
+    "analyze_layer": "._report",
+    "analyze_run": "._run",
+    "as_matrix": "._cosine",
+    "cosine_matrix": "._cosine",
+    "cosine_order": "._orientations",
+    "count_lines": "._line_counts",
+    "count_lines_many": "._line_counts",
+    "count_orientations": "._orientations",
+    "default_epoch": "._report",
+    "effective_rank": "._reduce",
+    "effective_residual": "._theory",
+    "is_external": "._external",
+    "line_angles": "._theory",
+    "model_rank": "._rank",
+    "output_direction": "._theory",
+    "predict_lines": "._theory",
+    "rank_over_snapshots": "._rank",
+    "reduce": "._reduce",
+}
+
+# the public API of this package; the other names of _EXPORTS serve condlab's other subpackages
 __all__ = [
-    "Cluster", "LayerReport", "ModelRank", "Orientations", "Prediction", "RankTrace", "RunAnalysis",
-    "analyze_layer", "analyze_run", "cosine_matrix", "cosine_order", "count_orientations",
-    "default_epoch", "effective_residual", "line_angles", "model_rank", "output_direction",
-    "predict_lines", "rank_over_snapshots",
+    "Cluster", "LayerReport", "ModelRank", "Orientations", "Prediction", "RankTrace", "Reduction",
+    "RunAnalysis", "analyze_layer", "analyze_run", "cosine_matrix", "cosine_order",
+    "count_orientations", "default_epoch", "effective_rank", "effective_residual", "line_angles",
+    "model_rank", "output_direction", "predict_lines", "rank_over_snapshots", "reduce",
 ]
+
+__getattr__, __dir__ = exports(__name__, _EXPORTS)

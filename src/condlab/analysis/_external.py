@@ -9,7 +9,7 @@ predicted.
 
 from __future__ import annotations
 
-from .._records import Run
+from ..records import Run
 from ._orientations import cosine_order, count_orientations
 from ._report import LayerReport
 

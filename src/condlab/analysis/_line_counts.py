@@ -121,12 +121,12 @@ def _compiled_counts(stack: np.ndarray, thr: float, ratio: float, min_share: flo
         if threads <= 1:
             out[:] = _count_many._count_stack(stack, *args)
             return out
-        from condlab._cpu import _in_parallel, _ranges  # the training steps' pool (imports torch)
+        from condlab._accel import in_parallel, split_ranges  # the training steps' pool (imports torch)
 
         def part(sl: slice) -> None:
             out[sl] = _count_many._count_stack(stack[sl], *args)
 
-        _in_parallel([partial(part, sl) for sl in _ranges(len(stack), threads)])
+        in_parallel([partial(part, sl) for sl in split_ranges(len(stack), threads)])
         return out
     finally:
         if note is not None:

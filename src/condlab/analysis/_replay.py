@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .._optim import Hyper, get_optimizer
+from ..training import Hyper, get_optimizer
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def replay_neurons(
     """Run the leading-order dynamics of `n_neurons` test neurons to epoch `until`; -> W (K, q).
 
     Test neurons start like the network's (N(0, init_std^2) for w and a). The update is the
-    trainer's own optimizer object (``condlab._optim``: the class `optimizer` names, on one
+    trainer's own optimizer object (``condlab.training._optim``: the class `optimizer` names, on one
     flat buffer holding w and a). Adam's eps defaults to 0 here so that the replay shows the
     optimizer's scale-free behaviour (a coordinate whose gradient is exactly 0 then stays
     put instead of becoming 0/0); pass the run's eps to include its effect.

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .._models import augment
-from .._records import Run
+from ..records import Run
+from ..training import augment
 from ._orientations import Orientations, count_orientations
 from ._replay import History, replay_neurons
 from ._theory import Prediction, flow_for_optimizer, line_angles, predict_lines

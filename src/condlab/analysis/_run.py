@@ -18,8 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .._io import atomic_write_json, atomic_write_npz, provenance
-from .._records import Run
+from ..records import Run, atomic_write_json, atomic_write_npz, provenance
 from ._fields import (
     PolyFit,
     direction_field,

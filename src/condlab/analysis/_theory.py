@@ -119,7 +119,7 @@ def _canonical_sign(U: np.ndarray) -> np.ndarray:
 
 def flow_for_optimizer(optimizer: str) -> str:
     """Flow an optimizer implies: "sign" for the scale-free Adam family, else "gradient"."""
-    from .._optim import get_optimizer
+    from ..training import get_optimizer
 
     return "sign" if get_optimizer(optimizer.lower()).scale_free else "gradient"
 

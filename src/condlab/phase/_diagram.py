@@ -20,8 +20,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from .._sweep_plan import HASH_CHARS, HASH_VERSION, Plan, PlannedRun, canonical_json
-from .._sweep_run import Batch
+from ..sweeps import HASH_CHARS, HASH_VERSION, Batch, Plan, PlannedRun, canonical_json
 from ._param import BOUNDARY_MARGIN, SCHEMES, boundary_distance, theory_regime
 from ._task import PER_RUN, SHARED, TASK
 from ._train import AUTHORS_X, AUTHORS_Y
@@ -96,7 +95,7 @@ def preset_spec(mode: str, target: str = "authors") -> DiagramSpec:
 
 def load_diagram_spec(path: str | Path) -> DiagramSpec:
     """A YAML mapping of DiagramSpec fields (gammas, gamma_primes, widths, seeds, ...) -> DiagramSpec."""
-    from .._config import ConfigError
+    from ..training import ConfigError
 
     raw = read_spec(path, DiagramSpec, "a spec")
     try:
@@ -113,7 +112,7 @@ def read_spec(path: str | Path, cls: type, what: str) -> dict[str, Any]:
     """The YAML mapping at `path`, its keys checked against the fields of the spec class `cls`."""
     from dataclasses import fields
 
-    from .._config import ConfigError
+    from ..training import ConfigError
 
     path = Path(path)
     if not path.is_file():
@@ -237,10 +236,8 @@ def spec_yaml(spec: DiagramSpec) -> str:
 def run_sweep(spec: DiagramSpec, *, out: Path, executor: str = "local", address: str | None = None,
               progress: bool = False):
     """Train what is not done yet in `out` through the sweep engine; write results.csv -> SweepResult."""
-    from .._lock import folder_lock
-    from .._sweep import SweepResult, _execute, _write_inputs
-    from .._sweep_run import finished_row, make_executor
-    from .._sweep_table import write_table
+    from ..records import folder_lock
+    from ..sweeps import SweepResult, execute_batches, finished_row, make_executor, write_inputs, write_table
 
     start = time.perf_counter()
     plan, batches = plan_diagram(spec)
@@ -252,8 +249,8 @@ def run_sweep(spec: DiagramSpec, *, out: Path, executor: str = "local", address:
     todo = [b for b in todo if b.runs]
     result = SweepResult(plan, out, skipped=len(done_rows))
     with folder_lock(out, "phase diagram"):  # one process per --out (the pid of the other is named)
-        _write_inputs(out, spec_yaml(spec), plan)
-        _execute(runner, todo, runs_dir, result, done_rows, progress)
+        write_inputs(out, spec_yaml(spec), plan)
+        execute_batches(runner, todo, runs_dir, result, done_rows, progress)
     result.pending = len(plan.runs) - result.skipped - result.trained - result.failed
     rows = [{**r.settings, "run": r.hash, **done_rows.get(r.hash, {"status": "pending"})} for r in plan.runs]
     columns = plan.columns + ["run", "status", "rd_w", "rd_a", "final_loss", "steps", "converged", "time",

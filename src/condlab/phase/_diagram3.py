@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from .._sweep_plan import Plan
-from .._sweep_run import Batch
+from ..sweeps import Batch, Plan
 from ._diagram import SLOPE_MARGIN, TARGETS, _grid, _without, plan_points, read_spec
 from ._param import BOUNDARY_MARGIN, boundary_distance
 from ._task3 import PER_RUN3, SHARED3, TASK3
@@ -50,7 +49,7 @@ class DiagramSpec3:
 
     def training(self, m: int) -> dict[str, Any]:
         """The settings shared by every run of width m (one batch's config)."""
-        from .._config import ConfigError
+        from ..training import ConfigError
 
         if self.target not in TARGETS:
             raise ConfigError(f"target '{self.target}' is not accepted: choose one of {', '.join(TARGETS)}")
@@ -82,7 +81,7 @@ def preset_spec3(mode: str, target: str = "authors") -> DiagramSpec3:
 
 def load_diagram_spec3(path: str | Path) -> DiagramSpec3:
     """A YAML mapping of DiagramSpec3 fields -> DiagramSpec3 (`layers: 3` may be given)."""
-    from .._config import ConfigError
+    from ..training import ConfigError
 
     raw = read_spec(path, DiagramSpec3, "a three-layer spec")
     try:
@@ -222,10 +221,8 @@ def run_sweep3(spec: DiagramSpec3, *, out: Path, executor: str = "local", addres
     """Train what is not done yet in `out` through the sweep engine; write results.csv -> SweepResult."""
     import time
 
-    from .._lock import folder_lock
-    from .._sweep import SweepResult, _execute, _write_inputs
-    from .._sweep_run import finished_row, make_executor
-    from .._sweep_table import write_table
+    from ..records import folder_lock
+    from ..sweeps import SweepResult, execute_batches, finished_row, make_executor, write_inputs, write_table
 
     start = time.perf_counter()
     plan, batches = plan_diagram3(spec)
@@ -236,8 +233,8 @@ def run_sweep3(spec: DiagramSpec3, *, out: Path, executor: str = "local", addres
         done_rows = {r.hash: row for r in plan.runs if (row := finished_row(runs_dir / r.hash)) is not None}
         todo = [b for b in (_without(b, done_rows) for b in batches) if b.runs]
         result = SweepResult(plan, out, skipped=len(done_rows))
-        _write_inputs(out, spec3_yaml(spec), plan)
-        _execute(runner, todo, runs_dir, result, done_rows, progress)
+        write_inputs(out, spec3_yaml(spec), plan)
+        execute_batches(runner, todo, runs_dir, result, done_rows, progress)
     result.pending = len(plan.runs) - result.skipped - result.trained - result.failed
     rows = [{**r.settings, "run": r.hash, **done_rows.get(r.hash, {"status": "pending"})} for r in plan.runs]
     result.rows, result.columns = rows, plan.columns + RESULT_COLUMNS3

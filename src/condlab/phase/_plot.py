@@ -10,8 +10,7 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
-from ..plotting import save_figure
-from ..plotting._style import new_figure
+from ..plotting import new_figure, save_figure
 from ._param import kernel_time, rescaled_time
 from ._task import run_scales
 from ._train import init_params, orientation_amplitude

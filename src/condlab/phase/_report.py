@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .._io import atomic_write_json, atomic_write_text, provenance
-from .._sweep_table import _csv
+from ..records import atomic_write_json, atomic_write_text, provenance
+from ..sweeps import csv_text
 from ._diagram import (
     AGREEMENT,
     SLOPE_MARGIN,
@@ -61,7 +61,7 @@ def report(spec: DiagramSpec, sweep, out: Path, seconds: float) -> DiagramResult
                           "measured": f.measured, "talk": f.theory, "holds": f.agrees}
                for f in fits if f.scheme}
     rows = [_row(f) for f in sorted(fits, key=lambda f: (f.scheme, f.gamma, f.gamma_prime))]
-    atomic_write_text(out / "regimes.csv", _csv(rows, REGIME_COLUMNS))
+    atomic_write_text(out / "regimes.csv", csv_text(rows, REGIME_COLUMNS))
     files = [out / "regimes.csv"]
     claims = _claims(spec, sweep, agree, schemes, seconds)
     atomic_write_json(out / "claims.json", claims)
@@ -100,7 +100,7 @@ def phase_diagram_cli(args) -> int:
     """``condlab phase-diagram``: run, judge, print a short account; exit 3 when a batch failed."""
     import sys
 
-    from .._config import ConfigError
+    from ..training import ConfigError
     from ._diagram import load_diagram_spec, preset_spec
 
     if getattr(args, "layers", None) is None:  # not given: the spec's `layers:` (three-layer specs), else 2

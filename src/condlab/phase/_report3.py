@@ -12,8 +12,8 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
-from .._io import atomic_write_json, atomic_write_text, provenance
-from .._sweep_table import _csv
+from ..records import atomic_write_json, atomic_write_text, provenance
+from ..sweeps import csv_text
 from ._diagram import SLOPE_MARGIN, sweep_counts
 from ._diagram3 import DiagramSpec3, LayerFit, compare, fit_layers, run_sweep3
 from ._param import BOUNDARY_MARGIN
@@ -57,7 +57,7 @@ def report3(spec: DiagramSpec3, sweep, out: Path, seconds: float) -> Diagram3Res
     fits = fit_layers(sweep.rows)
     comp = compare(fits)
     rows = [_row(f) for f in sorted(fits, key=lambda f: (f.scheme, f.gamma, f.gamma_prime, f.layer))]
-    atomic_write_text(out / "regimes.csv", _csv(rows, REGIME_COLUMNS3))
+    atomic_write_text(out / "regimes.csv", csv_text(rows, REGIME_COLUMNS3))
     atomic_write_json(out / "claims.json", _claims(spec, sweep, fits, comp, seconds))
     files = [out / "regimes.csv", out / "claims.json"]
     if fits:
@@ -108,8 +108,7 @@ def _claims(spec: DiagramSpec3, sweep, fits: list[LayerFit], comp: dict[str, Any
 def diagram3_figure(fits: list[LayerFit], rows: list[dict[str, Any]], runs_dir: Path,
                     path: Path) -> list[Path]:
     """Per-layer regime maps (W1, W2, a) and W1 scatters at the linear and the condensed corner."""
-    from ..plotting import save_figure
-    from ..plotting._style import new_figure
+    from ..plotting import new_figure, save_figure
 
     fig = new_figure(20, 4.6)
     grid = fig.add_gridspec(1, 5)

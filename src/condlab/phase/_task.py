@@ -1,6 +1,6 @@
 """The phase diagram's sweep task: how the sweep engine trains and writes a batch of phase runs.
 
-The engine (condlab._sweep_run) calls ``train_part(batch, progress)`` and
+The engine (condlab.sweeps._run) calls ``train_part(batch, progress)`` and
 ``write_part(batch, result, runs_dir)`` for a Batch whose ``task`` names this module, locally or in
 a Ray task, so resume and ``--executor ray`` work as for ``condlab sweep``. A batch holds runs of
 one width and one training setting; each run differs in (gamma, gamma', scheme, seed).
@@ -20,8 +20,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .._io import atomic_write_json, atomic_write_npz, provenance
-from .._sweep_run import Batch, BatchDone
+from ..records import atomic_write_json, atomic_write_npz, provenance
+from ..sweeps import Batch, BatchDone
 from ._param import SCHEMES, Scales, rescaled_time, scales
 from ._train import PhaseBatch, train_to_convergence
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .._io import provenance
-from .._sweep_run import Batch, BatchDone
+from ..records import provenance
+from ..sweeps import Batch, BatchDone
 from ._task import _Capped, _write_run
 from ._three import SCHEMES3, Scales3, scales3
 from ._train3 import Phase3Batch, train3_to_convergence

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .._activations import _autograd_grad, get_activation
+from ..activations import autograd_grad, get_activation
 from ._param import Scales
 
 AUTHORS_X = (-0.5, 0.0, 0.5)   # the authors' 3 training points (phasediagram_twolayerNN)
@@ -67,7 +67,7 @@ def _activation(name: str):
     if name == "relu":
         return torch.relu, lambda z: (z > 0).to(z.dtype), None
     act = get_activation(name)
-    return act.fn, act.grad, _autograd_grad(act.grad)
+    return act.fn, act.grad, autograd_grad(act.grad)
 
 
 def init_params(m: int, scales: list[Scales], seeds: list[int],
@@ -230,9 +230,9 @@ def _record(st: _State, j: int, lv: float, step: int, m: int, tol: float, curve:
 
 
 def _fused():
-    """The compiled ReLU step (condlab.phase._relu_fused), or None where numba is missing."""
+    """The compiled ReLU step (condlab._accel._relu_fused), or None where numba is missing."""
     try:
-        from . import _relu_fused
+        from .._accel import _relu_fused
     except ImportError:
         return None
     return _relu_fused

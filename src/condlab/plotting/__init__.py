@@ -15,20 +15,30 @@ disk as PNG (150 dpi) and SVG, each file atomically.
     analysis_figures(run, analysis, out) every figure of one analysed run
 """
 
-from ._analysis import analysis_figures
-from ._curves import loss_plot, polyfit_plot
-from ._dynamics import direction_field_plot, trajectories_plot
-from ._heatmaps import cosine_heatmap, cosine_panels
-from ._style import panel_row, save_figure
+from .._lazy import exports
 
+# name -> the private module that defines it; imported on first use (no import cost, no cycles)
+_EXPORTS = {
+    "analysis_figures": "._analysis",
+    "cosine_heatmap": "._heatmaps",
+    "cosine_panels": "._heatmaps",
+    "direction_field_plot": "._dynamics",
+    "loss_plot": "._curves",
+    "new_figure": "._style",
+    "panel_row": "._style",
+    "plateau_plot": "._theory",
+    "polyfit_plot": "._curves",
+    "rank_plot": "._theory",
+    "sample_size_plot": "._theory",
+    "save_figure": "._style",
+    "styled": "._style",
+    "trajectories_plot": "._dynamics",
+}
+
+# the public API of this package; the other names of _EXPORTS serve condlab's other subpackages
 __all__ = [
-    "analysis_figures",
-    "cosine_heatmap",
-    "cosine_panels",
-    "direction_field_plot",
-    "loss_plot",
-    "panel_row",
-    "polyfit_plot",
-    "save_figure",
-    "trajectories_plot",
+    "analysis_figures", "cosine_heatmap", "cosine_panels", "direction_field_plot", "loss_plot",
+    "panel_row", "polyfit_plot", "save_figure", "trajectories_plot",
 ]
+
+__getattr__, __dir__ = exports(__name__, _EXPORTS)

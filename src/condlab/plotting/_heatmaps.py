@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from matplotlib.ticker import MaxNLocator
 
-from condlab.analysis._cosine import as_matrix, cosine_matrix
+from condlab.analysis import as_matrix, cosine_matrix
 
 from ._style import COSINE_CMAP, new_figure, root_figure, styled
 

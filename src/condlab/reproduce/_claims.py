@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._io import atomic_write_json, atomic_write_text, provenance
+from ..records import atomic_write_json, atomic_write_text, provenance
 
 HOLD_SHARE, FAIL_SHARE, MIN_CONCLUSIVE = 2 / 3, 1 / 3, 0.5
 REQUIRED_SHARE = HOLD_SHARE  # kept for readers of older claims.json: the share needed to hold
@@ -156,7 +156,7 @@ class ExperimentResult:
         return self.status == "ran" and all(c.holds for c in self.claims)
 
     def to_dict(self) -> dict[str, Any]:
-        from ..analysis._orientations import count_orientations
+        from ..analysis import count_orientations
 
         defaults = count_orientations.__kwdefaults__ or {}
         return {

@@ -7,10 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._api import train
-from .._config import Config
-from .._records import Run
 from ..plotting import save_figure
+from ..records import Run
+from ..training import Config, train
 from ._claims import ExperimentResult
 
 

@@ -16,9 +16,8 @@ import torch
 
 from .. import preset
 from .._embed import gradient_norm, newton_refine
-from .._reduce import reduce
-from ..plotting import panel_row
-from ..plotting._theory import plateau_plot
+from ..analysis import reduce
+from ..plotting import panel_row, plateau_plot
 from ._claims import ExperimentResult
 from ._context import Context
 

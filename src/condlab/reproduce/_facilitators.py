@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..plotting._style import new_figure
+from ..plotting import new_figure
 from ._claims import ExperimentResult
 from ._context import Context
 from ._facilitators_task import TASK, largest_line_share
@@ -70,7 +70,7 @@ def sweep_spec(factor: str, seeds: list[int], epochs: int) -> dict[str, Any]:
 
 def run_factor(ctx: Context, factor: str, epochs: int) -> list[dict[str, Any]]:
     """Train (or resume) one factor's sweep under OUT/sweeps/<factor> -> its table rows."""
-    from .._sweep import sweep
+    from ..sweeps import sweep
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

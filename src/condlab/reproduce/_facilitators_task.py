@@ -10,7 +10,7 @@ trajectories (same config, runs, data, dropout masks; float64), so the second pa
 run's exact stage-end snapshot, as the stand-alone trainer this replaces did, and the run
 records on disk hold it. Training costs two passes; memory and disk hold the grid only.
 
-The engine (``condlab._sweep_run``) calls ``train_part`` and ``write_part`` for a spec with
+The engine (``condlab.sweeps._run``) calls ``train_part`` and ``write_part`` for a spec with
 ``task: condlab.reproduce._facilitators_task``, locally or in a Ray task, so the facilitators'
 sweeps resume after a kill and run with ``--executor ray`` as any sweep does. Each run's table
 row is the engine's (``summarize``) plus, at the stage end and at the last epoch:
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .._sweep_run import Batch, BatchDone, summarize
+from ..sweeps import Batch, BatchDone, summarize
 
 TASK = "condlab.reproduce._facilitators_task"
 
@@ -64,9 +64,8 @@ class _Half:
 
 def train_part(batch: Batch, progress: Any = None):
     """Train the batch's runs twice (see the module docstring) -> the second pass's RunResult."""
-    from .._api import train
-    from .._config import Config, snapshot_epochs
-    from .._records import RunSpec
+    from ..records import RunSpec
+    from ..training import Config, snapshot_epochs, train
 
     cfg = Config.from_dict(batch.config)
     specs = [RunSpec(**fields) for _, fields in batch.runs]
@@ -86,7 +85,7 @@ def train_part(batch: Batch, progress: Any = None):
 
 def measure(run) -> dict[str, Any]:
     """The facilitators' columns of one run (see the module docstring)."""
-    from ..analysis._line_counts import count_lines
+    from ..analysis import count_lines
 
     last = int(run.meta.get("last_epoch", len(run.loss) - 1))
     stage = run.initial_stage_epoch if run.initial_stage_epoch is not None else last
@@ -102,7 +101,7 @@ def measure(run) -> dict[str, Any]:
 
 def write_part(batch: Batch, result, runs_dir: str) -> BatchDone:
     """Measure and write each run of a trained batch to runs_dir/<hash>; nothing if interrupted."""
-    from .._records import write_run
+    from ..records import write_run
 
     if any(run.status == "interrupted" for run in result.runs):
         return BatchDone(batch.key, {}, result.seconds, interrupted=True)

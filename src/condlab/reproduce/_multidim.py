@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._presets import preset
 from ..analysis import analyze_layer, cosine_order
 from ..plotting import cosine_panels
+from ..training import preset
 from ._claims import ExperimentResult, line_outcome
 from ._context import Context
 

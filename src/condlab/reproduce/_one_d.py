@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._presets import preset
 from ..analysis import analyze_run, cosine_order, count_orientations, line_angles
 from ..plotting import cosine_panels, direction_field_plot, panel_row, polyfit_plot
+from ..training import preset
 from ._claims import ExperimentResult, line_outcome
 from ._context import Context
 

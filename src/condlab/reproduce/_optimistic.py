@@ -25,12 +25,9 @@ import numpy as np
 import torch
 
 from .. import Config
-from .._arch import FullyConnected
-from .._models import FCNet
-from .._reduce import reduce
-from ..analysis import model_rank, rank_over_snapshots
-from ..plotting import panel_row
-from ..plotting._theory import rank_plot, sample_size_plot
+from ..analysis import model_rank, rank_over_snapshots, reduce
+from ..plotting import panel_row, rank_plot, sample_size_plot
+from ..training import FCNet, FullyConnected
 from ._claims import ExperimentResult
 from ._context import Context
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import os
 
-from .._config import Config
-from .._datasets import ENV_VAR, DatasetMissing, data_root, load_mnist
-from .._inspect import inspect_model
-from .._io import atomic_write_bytes
 from ..analysis import analyze_layer, cosine_order, default_epoch
+from ..models import inspect_model
 from ..plotting import cosine_panels
+from ..records import atomic_write_bytes
+from ..training import ENV_VAR, Config, DatasetMissing, data_root, load_mnist
 from ._claims import ExperimentResult, line_outcome
 from ._context import Context
 
@@ -81,8 +80,14 @@ QUICK_IMAGES = 256
 
 def fig2(ctx: Context) -> ExperimentResult:
     """NeurIPS Fig. 2: ResNet18-like CNN + FC head on CIFAR-10; first FC layer on 1 line (2 for xtanh)."""
-    from .._cnn import calibrate_batchnorm, extract_features, fast_path_gap, make_cifar_net, train_head
-    from .._datasets import load_cifar10
+    from ..training import (
+        calibrate_batchnorm,
+        extract_features,
+        fast_path_gap,
+        load_cifar10,
+        make_cifar_net,
+        train_head,
+    )
 
     res = ExperimentResult("fig2", "NeurIPS 2022, Fig. 2", ctx.seeds)
     try:
@@ -97,7 +102,7 @@ def fig2(ctx: Context) -> ExperimentResult:
     res.choices += ["fast path: the conv part stays at its Glorot-normal init (with these learning "
                     "rates it barely moves; see fast_path_gap), BatchNorm statistics calibrated on "
                     "the training images, features computed once per seed; only the FC head trains",
-                    "see condlab._cnn for the reading of 'ResNet18-like' and of the FC head"]
+                    "see condlab.training._cnn for the reading of 'ResNet18-like' and of the FC head"]
     if ctx.quick:
         res.notes.append(f"--quick: the first {len(x)} training images")
     gap_n = min(len(x), 128)
@@ -134,7 +139,7 @@ def _trained_head(weights: dict, in_features: int, activation: str):
     """An FCHead holding the last snapshot of `weights` ({name: (S, rows, cols)}, bias last)."""
     import torch
 
-    from .._cnn import FCHead
+    from ..training import FCHead
 
     head = FCHead(in_features, activation, width=weights["fc1"].shape[1],
                   classes=weights["output"].shape[1])

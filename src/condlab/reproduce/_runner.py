@@ -53,8 +53,7 @@ def check_data_dir(data_dir: str | Path | None) -> None:
     """A named data directory ($CONDLAB_DATA when none) must exist: no silent stand-in."""
     import os
 
-    from .._config import ConfigError
-    from .._datasets import ENV_VAR
+    from ..training import ENV_VAR, ConfigError
 
     named, where = (data_dir, "--data-dir") if data_dir else (os.environ.get(ENV_VAR), ENV_VAR)
     if named and not Path(named).expanduser().is_dir():

@@ -36,10 +36,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._tracker import Tracker
-from ..analysis._orientations import SWEEP, cosine_order, count_orientations
-from ..plotting import cosine_panels
-from ..plotting._style import new_figure, styled
+from ..analysis import SWEEP, cosine_order, count_orientations
+from ..models import Tracker
+from ..plotting import cosine_panels, new_figure, styled
 from ._claims import ExperimentResult
 from ._context import Context
 

@@ -1,0 +1,164 @@
+"""The ReLU step of the phase-diagram trainer as one compiled pass over the neurons (numba).
+
+Same arithmetic as ``_train._loss_grad_bound`` + ``_State.step`` (the reference, kept for other
+activations and for tests/test_phase_fused.py), reorganised so that a GD step reads and writes each
+neuron's six numbers (a, w, b and their accumulated changes) once:
+
+* For 1-D input every quantity is elementwise over neurons; only f (n,), the Gram matrix's sums and
+  the Hessian bound need a reduction. The update of step t and the forward pass of step t + 1 are
+  fused: while neuron k is in registers it is updated, then its new z, sigma(z) and activation
+  pattern feed the next step's sums.
+* Gram matrix G = (1/(n alpha^2)) [sum_k s_ki s_kj + (x~_i . x~_j) sum_k a_k^2 s'_ki s'_kj]: both
+  sums are accumulated (n(n+1)/2 each; for ReLU s'_ki is 0 or 1, so the second is a masked sum).
+* The residual block bound of neuron k, ||(1/n alpha) sum_i e_i s'_ki x~_i||, depends on k only
+  through its activation pattern p_k (bit i: z_ki > 0): its maximum over neurons is the maximum
+  over the patterns present, computed once per step from e. The pass records which patterns occur
+  as the bits of one integer (2^n <= 64 bits: n <= MAX_POINTS). Same bound as the reference.
+* The code is generated for each n (loops over points unrolled, branch-free selects) and compiled
+  with reassociation allowed, so that the sums over neurons vectorize (SIMD): measured 3.8x faster
+  than the same pass summed in order, itself 2.5-3x faster than loops over a run-time n. The sums
+  over neurons are added in another order than the reference's: results agree to rounding.
+
+Runs are independent: one kernel call advances one run by up to `chunk` steps (the caller loops,
+so Ctrl-C and progress are served between chunks); runs of a batch go to a thread pool (nogil).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numba
+import numpy as np
+
+MAX_POINTS = 6  # patterns present kept as the bits of an int64; more points: the reference step
+
+# state vector of one run (float64): the step factor c, the previous loss, t = sum of step sizes
+C, PREV, TIME = 0, 1, 2
+
+
+def _pass_source(n: int) -> str:
+    """Source of `_pass` for n points (n is a constant of the generated code).
+
+    _pass(a, w, b, da, dw, db, x, es, eta, f, s2, r2) -> patterns: updates every neuron by
+    -eta * grad, then accumulates the forward sums of the new weights: f_i = sum_k a_k s_ki (not yet
+    / alpha), s2[i, j] = sum_k s_ki s_kj and r2[i, j] = sum_k a_k^2 s'_ki s'_kj (i <= j); returns the
+    set of activation patterns present (bit p set: some neuron has pattern p). eta = 0 (with es = 0)
+    is the forward pass alone.
+    """
+    pts = range(n)
+    pairs = [(i, j) for i in pts for j in range(i, n)]
+    add = " + ".join
+    return "\n".join([
+        "def _pass(a, w, b, da, dw, db, x, es, eta, f, s2, r2):",
+        *[f"    x{i} = x[{i}]; e{i} = es[{i}]; f{i} = 0.0" for i in pts],
+        *[f"    q{i}_{j} = 0.0; r{i}_{j} = 0.0" for i, j in pairs],
+        "    present = 0",
+        "    for k in range(a.shape[0]):",
+        "        ak = a[k]; wk = w[k]; bk = b[k]",
+        *[f"        z{i} = bk + x{i} * wk; o{i} = e{i} if z{i} > 0.0 else 0.0" for i in pts],
+        # gradient of R: ga_k = sum_i es_i s_ki, (gw, gb)_k = a_k sum_i es_i s'_ki x~_i
+        f"        ga = {add(f'e{i} * max(z{i}, 0.0)' for i in pts)}",
+        f"        gw = {add(f'o{i} * x{i}' for i in pts)}",
+        f"        gb = {add(f'o{i}' for i in pts)}",
+        "        ua = ga * -eta; uw = (gw * ak) * -eta; ub = (gb * ak) * -eta",
+        "        ak = ak + ua; wk = wk + uw; bk = bk + ub",
+        "        a[k] = ak; w[k] = wk; b[k] = bk",
+        "        da[k] += ua; dw[k] += uw; db[k] += ub",
+        "        a2 = ak * ak",
+        *[f"        u{i} = max(bk + x{i} * wk, 0.0); f{i} += u{i} * ak; m{i} = a2 if u{i} > 0.0 else 0.0"
+          for i in pts],
+        *[f"        q{i}_{j} += u{i} * u{j}" for i, j in pairs],
+        *[f"        r{i}_{i} += m{i}" for i in pts],
+        *[f"        r{i}_{j} += m{i} if u{j} > 0.0 else 0.0" for i, j in pairs if i < j],
+        f"        present |= 1 << ({' | '.join(f'({1 << i} if u{i} > 0.0 else 0)' for i in pts)})",
+        *[f"    f[{i}] = f{i}" for i in pts],
+        *[f"    s2[{i}, {j}] = q{i}_{j}; r2[{i}, {j}] = r{i}_{j}" for i, j in pairs],
+        "    return present",
+    ]) + "\n"
+
+
+@numba.njit(cache=True, nogil=True)
+def _bound(e, x, alpha, s2, r2, present):
+    """c-free step denominator: lambda_max(G) + max over present patterns of the block bound."""
+    n = x.shape[0]
+    scale = 1.0 / (n * alpha)
+    g = np.empty((n, n))
+    for i in range(n):
+        for j in range(i, n):
+            v = (s2[i, j] + r2[i, j] * (x[i] * x[j] + 1.0)) * (scale / alpha)
+            g[i, j] = v
+            g[j, i] = v
+    top = np.linalg.eigvalsh(g)[-1]
+    block = 0.0
+    for p in range(1 << n):
+        if (present >> p) & 1:
+            v0 = 0.0
+            v1 = 0.0
+            for i in range(n):
+                if (p >> i) & 1:
+                    v0 += e[i] * scale * x[i]
+                    v1 += e[i] * scale
+            block = max(block, math.hypot(v0, v1))
+    return max(top + block, 1e-300)
+
+
+_ADVANCE = '''
+def advance(a, w, b, da, dw, db, x, y, alpha, state, f, s2, r2, present, hist, step, max_steps, tol, chunk):
+    """Advance one run from `step` (its forward sums f, s2, r2 and patterns present[0] already
+    computed) by up to `chunk` steps; returns (the step reached, finished). Records loss and t of
+    each step in hist (steps, 2).
+
+    A run finishes at loss < tol, a non-finite loss or step == max_steps, as in the reference.
+    """
+    n = x.shape[0]
+    e = np.empty(n)
+    es = np.empty(n)
+    end = min(step + chunk, max_steps + 1)
+    while step < end:
+        loss = 0.0
+        for i in range(n):
+            e[i] = f[i] / alpha - y[i]
+            loss += e[i] * e[i]
+        loss = 0.5 * (loss / n)
+        hist[step, 0] = loss
+        hist[step, 1] = state[TIME]
+        if loss < tol or not math.isfinite(loss) or step == max_steps:
+            return step, True
+        if loss > state[PREV]:
+            state[C] *= 0.5  # the loss rose: halve c
+        state[PREV] = loss
+        eta = state[C] / _bound(e, x, alpha, s2, r2, present[0])
+        for i in range(n):
+            es[i] = e[i] * (1.0 / (n * alpha))
+        present[0] = _pass(a, w, b, da, dw, db, x, es, eta, f, s2, r2)
+        state[TIME] += eta
+        step += 1
+    return step, False
+'''
+
+
+@functools.cache
+def kernels(n: int) -> tuple:
+    """(advance, _pass) compiled for n points: once per process and n (about a second each)."""
+    if not 1 <= n <= MAX_POINTS:
+        raise ValueError(f"{n} training points: the compiled step takes 1 to {MAX_POINTS}")
+    space = {"np": np, "math": math, "_bound": _bound, "C": C, "PREV": PREV, "TIME": TIME}
+    exec(compile(_pass_source(n), f"<condlab._accel._relu_fused._pass n={n}>", "exec"), space)
+    # reassoc only: the sums over neurons may be vectorized; no other fast-math (NaN must propagate
+    # to the loss, where a diverged run is detected)
+    space["_pass"] = numba.njit(nogil=True, fastmath={"reassoc"})(space["_pass"])
+    exec(compile(_ADVANCE, "<condlab._accel._relu_fused.advance>", "exec"), space)
+    return numba.njit(nogil=True)(space["advance"]), space["_pass"]
+
+
+def new_sums(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Empty f (n,), s2 (n, n), r2 (n, n) and patterns present (1,) of one run."""
+    return np.zeros(n), np.zeros((n, n)), np.zeros((n, n)), np.zeros(1, dtype=np.int64)
+
+
+def forward(weights: list[np.ndarray], x: np.ndarray, sums) -> None:
+    """The forward sums of the current weights (a, w, b, da, dw, db) before the first step: a pass
+    with eta = 0 (the updates add zeros)."""
+    f, s2, r2, present = sums
+    present[0] = kernels(x.shape[0])[1](*weights, x, np.zeros(x.shape[0]), 0.0, f, s2, r2)

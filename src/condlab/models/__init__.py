@@ -1,0 +1,20 @@
+"""Any PyTorch model: the layer adapter, ``condlab.inspect`` and the ``Tracker`` (docs/inspect.md).
+"""
+
+from .._lazy import exports
+
+# name -> the private module that defines it; imported on first use (no import cost, no cycles)
+_EXPORTS = {
+    "Tracker": "._tracker",
+    "external_run_figures": "._inspect",
+    "inspect": "._inspect",
+    "inspect_model": "._inspect",
+    "is_state_dict": "._layers",
+    "lightning_callback": "._tracker",
+    "run_inspect": "._inspect",
+}
+
+# the public API of this package; the other names of _EXPORTS serve condlab's other subpackages
+__all__ = ["Tracker", "inspect", "lightning_callback"]
+
+__getattr__, __dir__ = exports(__name__, _EXPORTS)

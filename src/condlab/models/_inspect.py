@@ -1,0 +1,244 @@
+"""``condlab.inspect``: the condensation of every layer of any PyTorch model, as one table.
+
+Per layer (see ``condlab.models._layers`` for what a layer is) the input weights W (m, k) go through
+``count_orientations`` (O(m) memory, no m×m matrix) and give one row:
+
+    layer, kind, rows (m), cols (k), lines, directions, share_1..share_3 (largest condensed
+    lines, as shares of all m rows), condensed_share (all condensed lines), effective_neurons,
+    effective_fraction, stable, set_aside (negligible rows), scattered
+
+**Effective number of neurons.** Active rows (not set aside) fall into groups: each condensed
+line is one group, each scattered row a group of its own. With p_g = |g| / m_active,
+
+    effective_neurons = exp(-Σ_g p_g ln p_g)          (exp of the Shannon entropy)
+
+so a layer whose rows all lie on one line has 1, a layer without condensation has m_active,
+and two equal lines give 2. ``effective_fraction`` = effective_neurons / m_active. (The talk's
+"model rank" needs the trained function, not a checkpoint, so it is not reported here.)
+
+Heat maps (eq. 5) of a layer with more than HEATMAP_ROWS rows show a sample: HEATMAP_ROWS rows
+drawn without replacement by ``numpy.random.default_rng(HEATMAP_SEED)``, shown in the order
+``cosine_order`` gives the full layer; the sampled row indices are stored in inspect.json.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch import Tensor, nn
+
+from ..analysis import Orientations, cosine_order, count_orientations
+from ..records import atomic_write_json, atomic_write_text, provenance
+from ._layers import LayerMatrix, LayerSet, extract_layers
+
+HEATMAP_ROWS = 512
+HEATMAP_SEED = 0
+TOP_SHARES = 3
+COLUMNS = ["layer", "kind", "rows", "cols", "lines", "directions"] + \
+    [f"share_{i + 1}" for i in range(TOP_SHARES)] + \
+    ["condensed_share", "effective_neurons", "effective_fraction", "stable", "set_aside", "scattered"]
+
+
+def _pandas():
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError("condlab.inspect returns a pandas DataFrame: install pandas "
+                          "(pip install pandas)") from None
+    return pandas
+
+
+def effective_neurons(o: Orientations) -> float:
+    """exp(entropy) of the group shares of active rows: condensed lines + scattered singletons."""
+    m_active = o.params["m_active"]
+    if m_active == 0:
+        return 0.0
+    sizes = [len(c.members) for c in o.lines] + [1] * len(o.scattered)
+    p = np.asarray(sizes, dtype=np.float64) / m_active
+    return float(math.exp(-np.sum(p * np.log(p))))
+
+
+def layer_row(name: str, kind: str, o: Orientations, shape: tuple[int, int]) -> dict[str, Any]:
+    """One table row for a counted layer (see the module docstring for the columns)."""
+    shares = [c.share for c in o.lines[:TOP_SHARES]]
+    shares += [0.0] * (TOP_SHARES - len(shares))
+    n_eff = effective_neurons(o)
+    m_active = o.params["m_active"]
+    return {
+        "layer": name, "kind": kind, "rows": shape[0], "cols": shape[1],
+        "lines": o.n_lines, "directions": o.n_directions,
+        **{f"share_{i + 1}": round(s, 6) for i, s in enumerate(shares)},
+        "condensed_share": round(sum(c.share for c in o.lines), 6),
+        "effective_neurons": round(n_eff, 4),
+        "effective_fraction": round(n_eff / m_active, 6) if m_active else 0.0,
+        "stable": bool(o.stable), "set_aside": len(o.negligible), "scattered": len(o.scattered),
+    }
+
+
+@dataclass
+class InspectReport:
+    """The table, plus what made it: matrices, orientations, skipped modules, notes."""
+
+    table: Any  # pandas.DataFrame with COLUMNS
+    layers: list[LayerMatrix]
+    orientations: dict[str, Orientations]
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    count_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"layers": self.table.to_dict(orient="records"), "skipped": self.skipped,
+                "notes": self.notes, "count_kwargs": self.count_kwargs,
+                "effective_neurons": "exp(-sum p_g ln p_g) over condensed lines and scattered rows "
+                                     "(p_g = group size / active rows)"}
+
+
+def measure_layers(found: LayerSet, count_kwargs: dict[str, Any] | None = None) -> InspectReport:
+    """Count orientations of every matrix the adapter found; one table row each."""
+    pd = _pandas()
+    kwargs = dict(count_kwargs or {})
+    rows, orient = [], {}
+    for lay in found.layers:
+        o = count_orientations(lay.weight, **kwargs)
+        orient[lay.name] = o
+        rows.append(layer_row(lay.name, lay.kind, o, lay.shape))
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    table.attrs["skipped"] = [{"layer": s.name, "reason": s.reason} for s in found.skipped]
+    return InspectReport(table, found.layers, orient, table.attrs["skipped"], list(found.notes), kwargs)
+
+
+def inspect_model(model: nn.Module | Mapping[str, Tensor], *, layers: str | list[str] | None = None,
+                  heads: int | None = None, count_kwargs: dict[str, Any] | None = None) -> InspectReport:
+    """The full report for a module or state_dict (``inspect`` returns its table)."""
+    return measure_layers(extract_layers(model, layers=layers, heads=heads), count_kwargs)
+
+
+def inspect(model: nn.Module | Mapping[str, Tensor], layers: str | list[str] | None = None, *,
+            heads: int | None = None, **count_kwargs: Any):
+    """Per-layer condensation of a module or state_dict as a pandas DataFrame (Zhou et al. 2022, eq. 5).
+
+    Rows are the adapter's layers (``condlab.models._layers``), columns as in ``condlab.models._inspect``;
+    skipped modules with the reason are in ``table.attrs["skipped"]``. `count_kwargs` go to
+    ``count_orientations`` (cos_threshold, amplitude_ratio, min_share).
+    """
+    return inspect_model(model, layers=layers, heads=heads, count_kwargs=count_kwargs).table
+
+
+def heatmap_rows(m: int, max_rows: int = HEATMAP_ROWS, seed: int = HEATMAP_SEED) -> np.ndarray:
+    """Sorted row indices shown in a heat map: all of them, or a seeded sample of max_rows."""
+    if m <= max_rows:
+        return np.arange(m)
+    return np.sort(np.random.default_rng(seed).choice(m, max_rows, replace=False))
+
+
+def heatmap_matrix(W: Any, o: Orientations, max_rows: int = HEATMAP_ROWS) -> tuple[np.ndarray, np.ndarray]:
+    """(rows shown in display order, W[rows]) for an eq. 5 heat map of a possibly large layer."""
+    from ..analysis import as_matrix
+
+    W = as_matrix(W)
+    order = cosine_order(W, o)
+    sample = heatmap_rows(W.shape[0], max_rows)
+    shown = order[np.isin(order, sample)] if len(sample) < W.shape[0] else order
+    return shown, W[shown]
+
+
+def _safe_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+
+
+def write_report(report: InspectReport, out: str | Path, *, figures: bool = True,
+                 source: str = "") -> list[Path]:
+    """Write inspect.csv, inspect.json and (figures) cosine_LAYER.png into `out`; refuse to overwrite."""
+    out = Path(out)
+    if (out / "inspect.json").exists():
+        raise ValueError(f"'{out}' already holds an inspect result (inspect.json): choose another --out "
+                         "or remove it first")
+    written: list[Path] = []
+    shown_rows: dict[str, list[int]] = {}
+    if figures:
+        from ..plotting import cosine_heatmap, save_figure
+
+        for lay in report.layers:
+            o = report.orientations[lay.name]
+            shown, W = heatmap_matrix(lay.weight, o)
+            sampled = len(shown) < lay.shape[0]
+            if sampled:
+                shown_rows[lay.name] = [int(i) for i in shown]
+            title = (f"{lay.name}: {o.n_lines} lines" + (f" ({len(shown)} of {lay.shape[0]} rows)"
+                                                           if sampled else ""))
+            written += save_figure(cosine_heatmap(W, np.arange(len(shown)), title=title),
+                                   out / f"cosine_{_safe_name(lay.name)}", formats=("png",))
+    atomic_write_text(out / "inspect.csv", report.table.to_csv(index=False))
+    atomic_write_json(out / "inspect.json", {
+        "source": source, **report.to_dict(),
+        "heatmap": {"max_rows": HEATMAP_ROWS, "seed": HEATMAP_SEED, "sampled_rows": shown_rows,
+                    "sampling": "numpy.random.default_rng(seed).choice(m, max_rows, replace=False)"},
+        "provenance": provenance()})
+    return [out / "inspect.csv", out / "inspect.json", *written]
+
+
+def format_table(report: InspectReport) -> str:
+    """The table as aligned text, then the skipped modules and notes."""
+    t = report.table
+    width = max([len("layer"), *(len(n) for n in t["layer"])])
+    lines = [f"{'layer':<{width}}  {'kind':<7} {'rows':>6} {'cols':>6} {'lines':>5} {'dirs':>4} "
+             f"{'shares of largest lines':<23} {'eff.neurons':>11} {'stable':>6} {'aside':>5}"]
+    for r in t.to_dict(orient="records"):
+        shares = " ".join(f"{r[f'share_{i + 1}']:.2f}" for i in range(TOP_SHARES))
+        lines.append(f"{r['layer']:<{width}}  {r['kind']:<7} {r['rows']:>6} {r['cols']:>6} {r['lines']:>5} "
+                     f"{r['directions']:>4} {shares:<23} {r['effective_neurons']:>11.1f} "
+                     f"{'yes' if r['stable'] else 'no':>6} {r['set_aside']:>5}")
+    for s in report.skipped:
+        lines.append(f"skipped {s['layer']}: {s['reason']}")
+    lines += [f"note: {n}" for n in report.notes]
+    lines.append("eff.neurons: exp(entropy) of the shares of condensed lines and scattered rows "
+                 "(1 = all on one line; rows = no condensation)")
+    return "\n".join(lines)
+
+
+def run_inspect(args: Any) -> int:
+    """``condlab inspect``: load a checkpoint safely, print the table, optionally write files."""
+    import json
+
+    from .._guards import check_count_options
+    from ..records import load_checkpoint
+
+    check_count_options(args.cos_threshold, args.amplitude_ratio, args.min_share)
+    counting = {k: v for k, v in (("cos_threshold", args.cos_threshold),
+                                  ("amplitude_ratio", args.amplitude_ratio),
+                                  ("min_share", args.min_share)) if v is not None}
+    model = load_checkpoint(args.checkpoint, unsafe_pickle=args.unsafe_pickle)
+    report = inspect_model(model, layers=args.layers, heads=args.heads, count_kwargs=counting)
+    written = []
+    if args.out:
+        written = write_report(report, args.out, figures=not args.no_figures, source=str(args.checkpoint))
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, default=str))
+    else:
+        print(format_table(report))
+        if written:
+            print(f"written: {len(written)} files in {args.out} (inspect.csv, inspect.json"
+                  + (", heat maps)" if len(written) > 2 else ")"))
+    return 0
+
+
+def external_run_figures(run: Any, analysis: Any, out: str | Path) -> list[Path]:
+    """Heat maps (sampled like write_report's) and the loss curve of an analysed Tracker run."""
+    from ..plotting import cosine_heatmap, loss_plot, save_figure
+
+    out, written = Path(out), []
+    for report in analysis.layers:
+        W = run.layer(report.layer, analysis.epoch)
+        shown, sub = heatmap_matrix(W, report.orientations)
+        title = f"{report.layer}: {report.orientations.n_lines} lines, step {analysis.epoch}" + (
+            f" ({len(shown)} of {W.shape[0]} rows)" if len(shown) < W.shape[0] else "")
+        written += save_figure(cosine_heatmap(sub, np.arange(len(shown)), title=title),
+                               out / f"cosine_{_safe_name(report.layer)}", formats=("png",))
+    written += save_figure(loss_plot(run.loss, snapshot_epoch=analysis.epoch, title="training loss"),
+                           out / "loss", formats=("png",))
+    return written

@@ -1,0 +1,29 @@
+"""Sweeps: a spec planned into runs, trained in batches by an executor, gathered in one table.
+"""
+
+from .._lazy import exports
+
+# name -> the private module that defines it; imported on first use (no import cost, no cycles)
+_EXPORTS = {
+    "Batch": "._run",
+    "BatchDone": "._run",
+    "HASH_CHARS": "._plan",
+    "HASH_VERSION": "._plan",
+    "Plan": "._plan",
+    "PlannedRun": "._plan",
+    "SweepResult": "._sweep",
+    "canonical_json": "._plan",
+    "csv_text": "._table",
+    "execute_batches": "._sweep",
+    "finished_row": "._run",
+    "make_executor": "._run",
+    "summarize": "._run",
+    "sweep": "._sweep",
+    "write_inputs": "._sweep",
+    "write_table": "._table",
+}
+
+# the public API of this package; the other names of _EXPORTS serve condlab's other subpackages
+__all__ = ["SweepResult", "sweep"]
+
+__getattr__, __dir__ = exports(__name__, _EXPORTS)

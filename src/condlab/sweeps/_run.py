@@ -1,0 +1,392 @@
+"""Train one batch of a sweep and write its runs; the executors that run batches (local, Ray).
+
+A batch is plain data (a config dict and the runs' hashes and specs), so it travels to a Ray
+worker as is. ``run_batch`` trains it through ``condlab.train``, measures each run's summary
+row (final loss, line counts, relative weight change) and writes every run directory with
+``write_run`` (assembled under a temporary name, renamed when complete), its summary inside
+``meta.json``. A batch that fails in training writes nothing, and a batch only ever writes
+its own run directories, so it never touches another batch's runs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FINISHED = ("complete", "diverged")  # a run with either status is never trained again
+RAY_MAX_RETRIES = 3
+WRITERS = 1  # threads writing a batch's run files while its runs are measured (0: none)
+
+
+@dataclass
+class Batch:
+    """Runs that one ``condlab.train`` call trains together."""
+
+    key: str
+    config: dict[str, Any]                 # the batch's config (batchable lists = union of the runs')
+    runs: list[tuple[str, dict[str, Any]]]  # (run hash, RunSpec fields)
+    epochs: int
+    cost: float                             # relative work, for the progress bar's ETA
+    # "" trains with condlab.train; otherwise an importable module (a "task") with its own
+    # train_part(batch, progress) and write_part(batch, result, runs_dir) -> BatchDone, e.g. the
+    # phase diagram's "condlab.phase._task": other trainers get resume and Ray the same way.
+    task: str = ""
+
+
+@dataclass
+class BatchDone:
+    """What a batch reports back: per run hash, its status and summary row; or the error."""
+
+    key: str
+    rows: dict[str, dict[str, Any]]
+    seconds: float = 0.0                   # training time (inside condlab.train)
+    error: str | None = None
+    interrupted: bool = False
+
+
+def summarize(run) -> dict[str, Any]:
+    """One table row of measurements for a trained run (see docs/sweeps.md for the columns)."""
+    return summarize_many([run])[0]
+
+
+def summarize_many(runs: Sequence[Any]) -> list[dict[str, Any]]:
+    """The table rows of trained runs (see docs/sweeps.md for the columns), one per run.
+
+    Line counts: ``count_orientations(w, sweep=()).n_lines`` (default thresholds, no sweep;
+    computed by ``count_lines_many``, the same count without the clusters, for all runs' layers
+    of one shape at once) on each hidden layer's input weights (m, q) at the last snapshot
+    inside the initial stage (``layerK_lines``, the epoch in ``lines_epoch``) and at the last
+    snapshot (``layerK_lines_final``). Relative change: ||W(T) - W(0)||_F / ||W(0)||_F per
+    layer, T the last snapshot.
+    """
+    from ..analysis import default_epoch
+
+    rows: list[dict[str, Any]] = []
+    wanted: list[tuple[int, str, np.ndarray]] = []  # (row, column, layer) to count
+    for i, run in enumerate(runs):
+        last = int(run.meta.get("last_epoch", len(run.loss) - 1))
+        loss = float(run.loss[min(last, len(run.loss) - 1)])
+        row: dict[str, Any] = {
+            "final_loss": loss if np.isfinite(loss) else None,
+            "last_epoch": last,
+            "initial_stage_epoch": run.initial_stage_epoch,
+            "lines_epoch": default_epoch(run),
+            "final_snapshot": int(run.epochs[-1]),
+        }
+        for name, w in run.weights.items():
+            if name.startswith("layer"):
+                row[f"{name}_lines"] = row[f"{name}_lines_final"] = None  # the columns' order
+                wanted.append((i, f"{name}_lines_final", w[-1]))
+                if row["lines_epoch"] != row["final_snapshot"]:
+                    wanted.append((i, f"{name}_lines", run.layer(name, row["lines_epoch"])))
+        for name, w in run.weights.items():
+            start = float(np.linalg.norm(w[0]))
+            row[f"{name}_rel_change"] = float(np.linalg.norm(w[-1] - w[0])) / start if start > 0 else None
+        rows.append(row)
+    for (i, column, _), count in zip(wanted, _counts([w for _, _, w in wanted]), strict=True):
+        rows[i][column] = count
+    for row in rows:  # a run that never left the initial stage: one count serves both columns
+        for column in [c for c in row if c.endswith("_lines") and row[c] is None]:
+            row[column] = row[f"{column}_final"]
+    return rows
+
+
+def _counts(layers: list[np.ndarray]) -> list[int]:
+    """count_lines of each layer by count_lines_many (layers of one shape counted together), on
+    as many threads as training uses (``torch.get_num_threads()``)."""
+    import torch
+
+    from ..analysis import count_lines_many
+
+    return count_lines_many(layers, threads=torch.get_num_threads())
+
+
+def train_part(batch: Batch, progress: Any = False):
+    """Train a batch's runs with condlab.train (one batched computation) -> RunResult."""
+    if batch.task:
+        return _task(batch.task).train_part(batch, progress)
+    from ..records import RunSpec
+    from ..training import Config, train
+
+    specs = [RunSpec(**fields) for _, fields in batch.runs]
+    return train(Config.from_dict(batch.config), runs=specs, progress=progress)
+
+
+@dataclass
+class Prepared:
+    """What ``prepare_part`` made: the empty files of each run directory, and ``known``: the
+    config.json and data.npz files it already filled (synthetic data), or None."""
+
+    files: list[str]
+    known: Any = None  # _record_prepare.Known
+
+
+def prepare_part(batch: Batch, runs_dir: str) -> Prepared | None:
+    """Make the batch's run directories and empty files (``_record_prepare.prepare_runs``) while it
+    trains, and with synthetic data (sampled again here, in a few ms) fill each config.json and
+    data.npz as training will leave them (None: nothing made, for a task's batch)."""
+    from ..records import RunSpec, fill_known, prepare_runs, record_files
+    from ..training import Architecture, Config, make_dataset, run_config
+
+    if batch.task:
+        return None
+    cfg = Config.from_dict(batch.config)
+    thinned = cfg.train.snapshot_neurons > 0  # more files, and fewer rows: left to write_runs
+    files = [] if thinned else record_files(Architecture.from_config(cfg.model, cfg.data.d).names)
+    paths = [Path(runs_dir) / h for h, _ in batch.runs]
+    prepare_runs(paths, files)
+    if thinned or cfg.data.source != "synthetic":
+        return Prepared(files)
+    data = make_dataset(cfg.data)
+    configs = [run_config(cfg, data.config, RunSpec(**fields)) for _, fields in batch.runs]
+    return Prepared(files, fill_known(paths, configs, data.x, data.y))
+
+
+def discard_part(batch: Batch, runs_dir: str) -> None:
+    """Remove what prepare_part made for a batch that writes nothing (failed, interrupted)."""
+    import shutil
+
+    if not batch.task:
+        for h, _ in batch.runs:
+            shutil.rmtree(Path(runs_dir) / f"{h}.partial", ignore_errors=True)
+
+
+def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
+               prepared: Prepared | None = None) -> BatchDone:
+    """Measure each run of a trained batch and write it to runs_dir/<hash>.
+
+    A writer thread writes every file of the runs but meta.json (``write_bodies``) while this
+    thread measures them (``summarize_many``: the line counts are compiled loops that release
+    the GIL) and encodes each meta.json with its row; this thread then writes the files of the
+    runs the writer has not reached (both take runs from one iterator), and ``commit_runs``
+    writes the meta.json files, puts everything on disk with one syncfs and renames the
+    directories. ``workers=0`` writes in the calling thread
+    (for profiling: cProfile sees one thread). `prepared`: what ``prepare_part`` made in the
+    run directories (an interrupted batch removes it).
+    """
+    from ..records import commit_runs, meta_bytes, write_bodies
+
+    if batch.task:
+        return _task(batch.task).write_part(batch, result, runs_dir)
+    if any(run.status == "interrupted" for run in result.runs):
+        if prepared is not None:
+            discard_part(batch, runs_dir)
+        return BatchDone(batch.key, {}, result.seconds, interrupted=True)  # nothing written
+    runs, paths = result.runs, [Path(runs_dir) / h for h, _ in batch.runs]
+    take = iter(range(len(runs)))  # runs whose files are still to write, shared by both threads
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        files, known = (None, None) if prepared is None else (prepared.files, prepared.known)
+        bodies = (pool.submit if workers > 0 else _now)(_bodies_then_flush, runs, paths, files, take, known)
+        summaries = summarize_many(runs)
+        rows: dict[str, dict[str, Any]] = {}
+        for (h, _), run, row in zip(batch.runs, runs, summaries, strict=True):
+            run.meta["sweep"] = {"hash": h, "batch": batch.key, "summary": row}
+            rows[h] = {"status": run.status, **row}
+        metas = [meta_bytes(run) for run in runs]  # while the writer thread may still write
+        mine = write_bodies(runs, paths, files, take, known)[1]  # the runs it has not taken yet
+        partials, theirs = bodies.result()  # a failed write fails the batch (trained again)
+    commit_runs(runs, paths, partials, theirs + mine, files, metas=metas)
+    return BatchDone(batch.key, rows, result.seconds)
+
+
+def _bodies_then_flush(runs: list, paths: list[Path], prepared: list[str] | None, take, known):
+    """The writer thread's part of write_part: the run files it takes, then a syncfs of what is
+    written so far, while the other thread still works: the commit's own sync (the one that
+    makes the batch durable) then has less left to flush."""
+    from ..records import flush_now, write_bodies
+
+    written = write_bodies(runs, paths, prepared, take, known)
+    if paths:
+        flush_now(Path(paths[0]).parent)
+    return written
+
+
+def _now(fn, *args) -> Future:
+    """fn(*args) run here, as a finished Future (pool.submit's stand-in for workers=0)."""
+    done: Future = Future()
+    done.set_result(fn(*args))
+    return done
+
+
+def _task(name: str):
+    import importlib
+
+    return importlib.import_module(name)
+
+
+def run_batch(batch: Batch, runs_dir: str, progress: Any = False) -> BatchDone:
+    """Train a batch, write each finished run to runs_dir/<hash>; runs one Ray task."""
+    return write_part(batch, train_part(batch, progress), runs_dir)
+
+
+def finished_row(run_dir: Path) -> dict[str, Any] | None:
+    """The summary row of a finished run directory, or None if the run must be trained."""
+    import json
+
+    meta_file = run_dir / "meta.json"
+    if not meta_file.is_file():
+        return None
+    meta = json.loads(meta_file.read_text())
+    if meta.get("status") not in FINISHED:
+        return None
+    summary = meta.get("sweep", {}).get("summary")
+    if summary is None:  # written by something other than a sweep: measure it now
+        from ..records import load_run
+
+        summary = summarize(load_run(run_dir))
+    return {"status": meta["status"], **summary}
+
+
+OnDone = Callable[[Batch, BatchDone], None]
+
+
+class _EpochCounter:
+    """Forwards condlab.train's per-epoch updates to the sweep's bar, in cost units, and sets
+    `started` at the first one (the batch is set up and its training loop runs)."""
+
+    def __init__(self, bar: Any, step: float, started: threading.Event | None = None):
+        self.bar, self.step, self.started = bar, step, started
+
+    def update(self, n: int = 1) -> None:
+        if self.started is not None and not self.started.is_set():
+            self.started.set()
+        if self.bar is not None:
+            self.bar.update(n * self.step)
+
+
+def _prepare_when(started: threading.Event, batch: Batch, runs_dir: str) -> Prepared | None:
+    """prepare_part once the batch trains: its set-up (data, initial weights: not training
+    time) is not slowed by this thread's file-system work competing for the GIL."""
+    started.wait()
+    return prepare_part(batch, runs_dir)
+
+
+def _write_prepared(batch: Batch, result, runs_dir: str, prepared: Future) -> BatchDone:
+    """write_part into the directories that `prepared` (prepare_part, run before on this
+    thread) made; if making them failed, write_part makes them itself."""
+    return write_part(batch, result, runs_dir, prepared=None if prepared.exception() else prepared.result())
+
+
+class LocalExecutor:
+    """Batches one after the other in this process (the default; needs nothing set up)."""
+
+    name = "local"
+
+    def run(self, batches: list[Batch], runs_dir: Path, bar: Any, on_done: OnDone) -> None:
+        """Train batch k+1 while a background thread measures and writes batch k (and then
+        makes batch k+1's run directories)."""
+        with ThreadPoolExecutor(max_workers=1) as writer:
+            writing: list[tuple[Batch, Future]] = []
+            for batch in batches:
+                started = threading.Event()
+                counter = _EpochCounter(bar, batch.cost / max(batch.epochs, 1), started)
+                prepared = writer.submit(_prepare_when, started, batch, str(runs_dir))
+                try:
+                    result = train_part(batch, progress=counter)
+                except Exception as err:  # a broken batch must not stop the others
+                    writer.submit(discard_part, batch, str(runs_dir))
+                    on_done(batch, BatchDone(batch.key, {}, error=f"{type(err).__name__}: {err}"))
+                    continue
+                finally:
+                    started.set()  # never leave the writer waiting (an error, Ctrl-C)
+                writing.append((batch, writer.submit(_write_prepared, batch, result, str(runs_dir),
+                                                     prepared)))
+                while writing and writing[0][1].done():
+                    self._report(*writing.pop(0), on_done)
+                if any(run.status == "interrupted" for run in result.runs):
+                    break
+            for item in writing:
+                self._report(*item, on_done)
+
+    @staticmethod
+    def _report(batch: Batch, future: Future, on_done: OnDone) -> None:
+        try:
+            done = future.result()
+        except Exception as err:
+            done = BatchDone(batch.key, {}, error=f"{type(err).__name__}: {err}")
+        on_done(batch, done)
+
+
+class RayExecutor:
+    """One Ray task per batch on the cluster at `address` (a local one when None).
+
+    Every task writes its runs under `runs_dir`, which must be a path that every node sees.
+    A task lost to a dead worker or node, or failing with an I/O error that may pass (a shared
+    file system hiccup; not a missing file or a denied permission), is retried up to
+    RAY_MAX_RETRIES times; a batch that still fails is reported failed, and the other
+    batches' runs are kept: each task writes only its own run directories.
+    """
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, max_retries: int = RAY_MAX_RETRIES):
+        self.address, self.max_retries = address, max_retries
+
+    def run(self, batches: list[Batch], runs_dir: Path, bar: Any, on_done: OnDone) -> None:
+        import ray
+
+        from ..training import ConfigError
+
+        started_here = not ray.is_initialized()
+        if started_here:
+            try:
+                ray.init(address=self.address, logging_level="ERROR", log_to_driver=False)
+            except (ConnectionError, RuntimeError, ValueError) as err:
+                first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+                raise ConfigError(f"cannot reach the Ray cluster at {self.address or 'local'}: "
+                                  f"{first}") from None
+        try:
+            task = ray.remote(num_cpus=1, max_retries=self.max_retries,
+                              retry_exceptions=[TransientBatchError])(_ray_task)
+            pending = {task.remote(b, str(Path(runs_dir).resolve())): b for b in batches}
+            while pending:
+                (ref,), _ = ray.wait(list(pending), num_returns=1)
+                batch = pending.pop(ref)
+                try:
+                    done = ray.get(ref)
+                except Exception as err:  # after the retries: this batch failed, the others go on
+                    cause = getattr(err, "cause", None) or err
+                    done = BatchDone(batch.key, {}, error=f"{type(cause).__name__}: {cause}")
+                if bar is not None:
+                    bar.update(batch.cost)
+                on_done(batch, done)
+        finally:
+            if started_here:
+                ray.shutdown()
+
+
+class TransientBatchError(RuntimeError):
+    """An I/O error of a Ray task that another try may not meet; Ray retries these."""
+
+
+def _ray_task(batch: Batch, runs_dir: str) -> BatchDone:
+    try:
+        return run_batch(batch, runs_dir)
+    except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError):
+        raise  # the same on every try: not retried
+    except OSError as err:
+        raise TransientBatchError(f"{type(err).__name__}: {err}") from err
+
+
+def make_executor(name: str, address: str | None = None):
+    """'local' or 'ray' -> an executor object; a clear error for anything else."""
+    from ..training import ConfigError
+
+    if name == "local":
+        if address:
+            raise ConfigError("--address is for the Ray executor: add --executor ray")
+        return LocalExecutor()
+    if name == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise ConfigError("the Ray executor needs Ray: pip install 'condlab[ray]'")
+        return RayExecutor(address)
+    raise ConfigError(f"executor '{name}' is not accepted: choose local or ray")
+
