@@ -33,11 +33,11 @@ docs: setup  ## every experiment with the default grid and diagnostics, then doc
 	$(BIN)/condlab reproduce all
 	$(BIN)/python tools/make_docs.py runs/reproduce/latest
 
-test: setup  ## the default test suite (under ~10 minutes on 2 cores)
+test: setup  ## the default test suite (under 5 minutes on 2 cores)
 	$(BIN)/pytest
 
-test-slow: setup  ## slower scientific checks on trained networks
-	$(BIN)/pytest -m slow
+test-slow: setup  ## whole experiments and slower scientific checks on trained networks
+	$(BIN)/pytest -m 'slow or experiment'
 
 bench: setup
 	$(BIN)/python benchmarks/bench_batched.py

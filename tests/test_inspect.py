@@ -211,6 +211,7 @@ def test_cli_on_a_cnn_state_dict_and_a_pickled_transformer(tmp_path: Path, capsy
     assert [r["layer"] for r in rows][:2] == ["layers.0.self_attn.q", "layers.0.self_attn.q.h0"]
 
 
+@pytest.mark.experiment
 def test_fig2_counts_through_the_adapter_match_inspect_on_its_checkpoint(tmp_path: Path, capsys) -> None:
     from condlab.reproduce import reproduce
     from condlab.training._datasets import write_cifar10

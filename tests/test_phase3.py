@@ -182,6 +182,7 @@ def test_cli_layers_3_runs_a_spec_and_rejects_what_it_cannot_do(tmp_path, capsys
     assert "--gamma2 0.5" in capsys.readouterr().err
 
 
+@pytest.mark.experiment
 def test_corners_linear_and_condensed_on_preregistered_seeds(tmp_path):
     """Stated before looking: at (0.25, 1.5) every layer's slope < -0.05; at (2.25, -0.5) W1's > +0.05
     (widths 64, 128, 256; seeds [0, 1] pooled in one fit per point, as the diagram fits)."""

@@ -26,6 +26,7 @@ def test_unknown_experiment_is_a_one_line_error(capsys):
     assert "unknown experiment 'fig9'" in capsys.readouterr().err
 
 
+@pytest.mark.experiment
 def test_claims_json_schema(tmp_path):
     reproduce("simple-target", seeds=[0], data_seeds=[0, 1], quick=True, out=tmp_path)
     data = json.loads((tmp_path / "simple-target" / "claims.json").read_text())
@@ -73,6 +74,7 @@ def test_a_claim_records_pairs_and_reasons():
     assert d["verdict"] == "inconclusive" and "1 of 2 conclusive" in d["reason"]
 
 
+@pytest.mark.experiment
 def test_mnist_runs_on_idx_files(tmp_path):
     rng = np.random.default_rng(0)
     write_mnist(tmp_path / "data", (rng.random((120, 28, 28)) * 255).astype(np.uint8),
@@ -83,6 +85,7 @@ def test_mnist_runs_on_idx_files(tmp_path):
     assert len(result.claims[0].measured["lines"]) == 1
 
 
+@pytest.mark.experiment
 def test_mnist_without_files_uses_the_labelled_digits_standin(tmp_path, monkeypatch):
     monkeypatch.delenv("CONDLAB_DATA", raising=False)
     result = reproduce("mnist", seeds=[0], quick=True, out=tmp_path)
@@ -92,6 +95,7 @@ def test_mnist_without_files_uses_the_labelled_digits_standin(tmp_path, monkeypa
     assert saved["settings"]["source"] == "digits"
 
 
+@pytest.mark.experiment
 def test_fig2_runs_on_cifar_files(tmp_path):
     rng = np.random.default_rng(0)
     write_cifar10(tmp_path / "data", (rng.random((40, 3, 32, 32)) * 255).astype(np.uint8),

@@ -59,6 +59,7 @@ def test_theory_figures_draw_and_save(tmp_path):
         assert all(p.stat().st_size > 0 for p in save_figure(fig, tmp_path / f"f{i}"))
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("name, claims", [("optimistic", 6), ("embedding", 4)])
 def test_ci_sized_experiment_writes_claims_and_figures(tmp_path, name, claims):
     """The versions `reproduce all --quick` runs (smoke): claims.json with every claim, figures."""

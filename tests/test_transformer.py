@@ -37,6 +37,7 @@ def test_gamma_init_scales_every_matrix_by_its_fan_in() -> None:
     torch.testing.assert_close(default.pos, tr.make_model("default", layer_norm=True, seed=0).pos)
 
 
+@pytest.mark.experiment
 def test_experiment_writes_claims_figures_and_tracker_runs(tmp_path: Path, monkeypatch) -> None:
     assert "transformer" in EXPERIMENTS
     monkeypatch.setattr(tr, "QUICK_STEPS", 24)  # the pipeline, not the science: a few steps

@@ -1,0 +1,41 @@
+"""Suite-wide rules: whole experiments run only in `make test-slow`; the `reference` fixture.
+
+A test that trains a whole experiment of the documents (`condlab.reproduce`'s experiments, in
+any mode) is marked ``experiment``; the default suite deselects it (pyproject's addopts) and
+`make test-slow` runs it. The guard below makes an unmarked test fail when an experiment gets
+as far as saving its figure (every experiment that trained does; one refused for its inputs
+does not), so the default suite cannot drift back over its time budget unnoticed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+_MARKED = ("experiment", "slow")
+
+
+@pytest.fixture(autouse=True)
+def _no_experiments_in_the_default_suite(request, monkeypatch):
+    if any(request.node.get_closest_marker(m) for m in _MARKED):
+        yield
+        return
+    from condlab.reproduce import Context
+
+    def refuse(self, result, fig, name):
+        pytest.fail(f"{request.node.nodeid} trained the whole experiment {name!r}: mark it "
+                    "@pytest.mark.experiment (it then runs in `make test-slow`)")
+
+    monkeypatch.setattr(Context, "save", refuse)
+    yield
+
+
+def pytest_collection_modifyitems(config, items):
+    # The default selection (pyproject: -m 'not slow and not experiment') must leave whole
+    # experiments out; a selection that does not name `experiment` and still collects one is
+    # a suite that has left its budget.
+    if "experiment" in (config.option.markexpr or ""):
+        return
+    collected = [item.nodeid for item in items if item.get_closest_marker("experiment")]
+    if collected:
+        raise pytest.UsageError(f"the default suite collected {len(collected)} whole experiment(s), "
+                                f"e.g. {collected[0]}: they run in `make test-slow` (-m experiment)")
