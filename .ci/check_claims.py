@@ -11,7 +11,11 @@ verdicts in would turn red when a claim starts to hold. What must never change:
 * invariants the theory guarantees where its assumptions hold:
   - Fig. 6: the direction field has exactly p stable lines on every pair;
   - Fig. 6 (1-D, epoch 200, inside the initial stage): measured lines <= p on every pair;
-  - any "*/bound" claim measured under gradient descent: lines <= p on every conclusive pair.
+  - any "*/bound" claim measured under gradient descent: lines <= p on every conclusive pair;
+* rules that keep a failure visible: a "*/bound" pair with more than p lines at every count
+  of the band, or more than p lines beside an arc, is "fails" (never inconclusive); an
+  "explained by" names a variant that ran, changed one stated factor and under which the
+  claim holds, and never `data-draws` (draw-dependence is a label, not an explanation).
 """
 
 from __future__ import annotations
@@ -58,6 +62,29 @@ def check_claim(c: dict, where: str) -> list[str]:
     return errors
 
 
+def hidden_failures(c: dict, where: str) -> list[str]:
+    """Bound pairs that should fail by the rule of docs/analysis.md but do not."""
+    if not c["id"].endswith("/bound") or "lines_by_threshold" not in c["measured"]:
+        return []
+    p, m = c["expected"]["max_lines"], c["measured"]
+    arcs = m.get("arcs", [0] * len(c["outcomes"]))
+    return [f"{where}: pair {pair} has lines {band} (arcs {a}) over the band but is {o}"
+            for pair, o, lines, band, a in zip(c["pairs"], c["outcomes"], m["lines"],
+                                                m["lines_by_threshold"], arcs, strict=False)
+            if o != "fails" and (min([lines, *band.values()]) > p or (a and lines > p))]
+
+
+def explanations(c: dict, where: str) -> list[str]:
+    """An "explained by" must name a one-factor variant that ran and restored the claim."""
+    name = c.get("explained_by")
+    if not name:
+        return []
+    entry = next((v for v in c["variants"] if v.get("variant") == name), None)
+    if entry is None or entry.get("verdict") != "holds" or not entry.get("factor") or name == "data-draws":
+        return [f"{where}: explained by {name}, which is not a one-factor variant under which it holds"]
+    return []
+
+
 def invariants(data: dict, where: str) -> list[str]:
     errors = []
     gd = data.get("settings", {}).get("optimizer") == "gd"
@@ -86,6 +113,8 @@ def main(out: str) -> int:
         errors += [f"{path}: missing {k}" for k in sorted(TOP_KEYS - set(data))]
         for c in data.get("claims", []):
             errors += check_claim(c, f"{path}:{c.get('id')}")
+            if not set(CLAIM_KEYS) - set(c):
+                errors += hidden_failures(c, f"{path}:{c['id']}") + explanations(c, f"{path}:{c['id']}")
         errors += invariants(data, str(path)) if "claims" in data else []
         print(f"checked {path}: {len(data.get('claims', []))} claims")
     for e in errors:

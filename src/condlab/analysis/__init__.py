@@ -12,6 +12,7 @@ from .._lazy import exports
 
 # name -> the private module that defines it; imported on first use (no import cost, no cycles)
 _EXPORTS = {
+    "INITIAL_STAGE_SHARE": "._report",
     "Cluster": "._orientations",
     "LayerReport": "._report",
     "ModelRank": "._rank",
@@ -32,6 +33,7 @@ _EXPORTS = {
     "default_epoch": "._report",
     "effective_rank": "._reduce",
     "effective_residual": "._theory",
+    "flow_for_optimizer": "._theory",
     "is_external": "._external",
     "line_angles": "._theory",
     "model_rank": "._rank",

@@ -1,9 +1,11 @@
 """Claims and verdicts: what a paper says, what condlab measured on each (data, init) pair, and the verdict.
 
 Every pair gets one of three outcomes: *holds*, *fails* or *inconclusive* (the measurement
-cannot decide: the line count changes over the threshold band, the neurons form an arc
-rather than separated lines, or too few neurons are active), each non-holding one with a
-one-line reason. A claim's verdict follows a rule fixed in advance (VERDICT_RULE, also in
+cannot decide), each non-holding one with a one-line reason. Line-count claims decide by
+`bound_outcome` ("at most p lines") and `count_outcome` ("exactly p lines"): a pair fails
+when the count is wrong at every setting of the counter's sensitivity band, or when more
+than p lines stand beside an arc; an arc or a moving count makes a pair inconclusive only
+where it could change the answer; a layer with nothing condensed says so. A claim's verdict follows a rule fixed in advance (VERDICT_RULE, also in
 docs/reproduction.md); it never depends on today's results:
 
 * inconclusive when fewer than half of the pairs are conclusive;
@@ -31,24 +33,110 @@ VERDICT_RULE = ("inconclusive if fewer than 1/2 of the (data, init) pairs are co
 MIN_ACTIVE = 10  # fewer active neurons: a line count means little (size rule at its floor of 2)
 
 
-def line_outcome(o: Any, ok: bool, what: str, bound: bool = False) -> tuple[bool | None, str]:
-    """(True/False/None for inconclusive, reason) of a line-count claim measured as Orientations o.
+Outcome = tuple[bool | None, str]  # (True holds / False fails / None inconclusive, reason)
 
-    bound=True: an upper-bound claim, which a layer with nothing condensed cannot test.
+
+def _active(o: Any) -> int:
+    """Active neurons of a count: those on lines or arcs, and the scattered ones (not negligible)."""
+    return sum(len(c.members) for c in (*o.lines, *o.arcs)) + len(o.scattered)
+
+
+def _band(o: Any) -> list[int]:
+    """Line counts over the counter's sensitivity band, the reported count included."""
+    return [int(n) for n in o.counts_by_threshold.values()] + [int(o.n_lines)]
+
+
+def _arcs(o: Any) -> str:
+    return f"{o.n_arcs} arc(s) ({', '.join(f'{c.width_deg:.0f}°' for c in o.arcs)} wide)"
+
+
+def _band_text(o: Any) -> str:
+    return ",".join(str(int(n)) for n in o.counts_by_threshold.values())
+
+
+def _too_few(o: Any) -> Outcome | None:
+    active = _active(o)
+    return (None, f"only {active} active neurons (need {MIN_ACTIVE})") if active < MIN_ACTIVE else None
+
+
+def _more_than(o: Any, p: int) -> str | None:
+    """Why the layer has more than p lines beyond doubt, else None.
+
+    Beyond doubt: more than p lines at every setting of the band, or more than p lines beside
+    an arc (an arc is one structure more however it is read, never a line fewer).
     """
-    m_active = o.params.get("m_active", 0)
-    if m_active < MIN_ACTIVE:
-        return None, f"only {m_active} active neurons (need {MIN_ACTIVE})"
+    if min(_band(o)) > p:
+        return f"{o.n_lines} lines > {p} at every setting of the band (lines {_band_text(o)})"
+    if o.n_arcs and o.n_lines > p:
+        return f"{o.n_lines} lines > {p} beside {_arcs(o)}"
+    return None
+
+
+def bound_outcome(o: Any, p: int) -> Outcome:
+    """Outcome of "at most p lines" on one layer measured as Orientations o (Proposition 1's bound).
+
+    In this order: fewer than MIN_ACTIVE active neurons -> inconclusive; more than p lines at
+    every count of the sensitivity band (``counts_by_threshold``), or more than p lines beside
+    an arc -> fails (an arc never makes such a pair inconclusive); 0 lines and no arc ->
+    inconclusive, "nothing condensed" (nothing to hold against the bound); an arc beside at
+    most p lines -> inconclusive (the arc may be one line or several); at most p lines at
+    every count of the band -> holds; else (the band straddles p) inconclusive.
+    """
+    few = _too_few(o)
+    if few:
+        return few
+    more = _more_than(o, p)
+    if more:
+        return False, more
+    if o.n_lines == 0 and not o.n_arcs:
+        return None, "nothing condensed: 0 lines and no arc, nothing to hold against the bound"
     if o.n_arcs:
-        widths = ", ".join(f"{c.width_deg:.0f}°" for c in o.arcs)
-        return None, f"{o.n_arcs} arc(s) of neurons ({widths} wide) besides {o.n_lines} line(s)"
+        return None, f"{_arcs(o)} beside {o.n_lines} line(s): the arc may be one line or several"
+    if max(_band(o)) <= p:
+        return True, ""
+    return None, f"count not stable: lines {_band_text(o)} over the band, on both sides of {p}"
+
+
+def count_outcome(o: Any, p: int) -> Outcome:
+    """Outcome of "exactly p lines" on one layer measured as Orientations o (p >= 1).
+
+    In this order: fewer than MIN_ACTIVE active neurons -> inconclusive; more than p lines
+    beyond doubt (as in `bound_outcome`) -> fails; fewer than p lines at every count of the
+    band and no arc -> fails ("nothing condensed" when that count is 0); an arc -> inconclusive
+    (it may be the missing lines); p lines at every count of the band and ``stable`` -> holds;
+    else inconclusive.
+    """
+    few = _too_few(o)
+    if few:
+        return few
+    more = _more_than(o, p)
+    if more:
+        return False, more
+    band = _band(o)
+    if max(band) < p and not o.n_arcs:
+        if max(band) == 0:
+            return False, f"nothing condensed: 0 lines and no arc (expected {p})"
+        return False, f"{o.n_lines} lines < {p} at every setting of the band (lines {_band_text(o)})"
+    if o.n_arcs:
+        return None, f"{_arcs(o)} beside {o.n_lines} line(s): the arc may be the missing line(s)"
+    if set(band) == {p} and o.stable:
+        return True, ""
+    return None, f"count not stable: lines {_band_text(o)} over the band (expected {p})"
+
+
+def line_outcome(o: Any, ok: bool, what: str) -> Outcome:
+    """Outcome of any other claim on Orientations o: `ok` and its reason `what`, when decidable.
+
+    Inconclusive with fewer than MIN_ACTIVE active neurons, an arc, or a count that moves
+    over the band (`stable` false); otherwise ok, with `what` as the reason of a failure.
+    """
+    few = _too_few(o)
+    if few:
+        return few
+    if o.n_arcs:
+        return None, f"{_arcs(o)} besides {o.n_lines} line(s)"
     if not o.stable:
-        band = ",".join(str(n) for n in o.counts_by_threshold.values())
-        amp = ",".join(str(n) for n in o.counts_by_amplitude.values())
-        return None, f"count not stable: lines {band} over |cos| {min(o.counts_by_threshold):.2f}-" \
-                     f"{max(o.counts_by_threshold):.2f}, {amp} over amplitude ratios"
-    if bound and o.n_lines == 0:
-        return None, "no condensed line: nothing to hold against the bound"
+        return None, f"count not stable: lines {_band_text(o)} over the band"
     return ok, "" if ok else what
 
 
@@ -63,8 +151,9 @@ class Claim:
     outcomes: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     pairs: list[list[Any]] = field(default_factory=list)
-    explained_by: str | None = None
+    explained_by: str | None = None   # the first one-factor variant under which the claim holds
     variants: list[dict[str, Any]] = field(default_factory=list)
+    draws: dict[str, Any] | None = None  # the verdict on other data draws: draw-dependence, not a cause
 
     def record(self, ok: bool | None, *, run: Any = None, pair: tuple | None = None,
                reason: str = "", **values: Any) -> None:
@@ -125,7 +214,19 @@ class Claim:
                 "counts": {k: counts.get(k, 0) for k in ("holds", "fails", "inconclusive")},
                 "share_of_conclusive": self.share, "verdict": self.verdict, "reason": self.reason,
                 "passed_per_seed": self.passed, "share": self.share,  # older readers: holds per pair
-                "holds": self.holds, "explained_by": self.explained_by, "variants": self.variants}
+                "holds": self.holds, "explained_by": self.explained_by, "variants": self.variants,
+                "draws": self.draws, "draw_dependence": self.draw_dependence}
+
+    @property
+    def draw_dependence(self) -> str:
+        """One line on the other data draws: whether the outcome depends on the draw ("-": not tried)."""
+        if self.draws is None:
+            return "-"
+        seeds = self.draws["data_seeds"]
+        where = f"data seeds {seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else f"data seed {seeds[0]}"
+        if self.draws["verdict"] == self.verdict:
+            return f"same on {where}"
+        return f"depends on the draw: {self.draws['verdict']} on {where}"
 
 
 @dataclass
@@ -186,7 +287,20 @@ def _compact(values: Any) -> str:
     return str(values)
 
 
-KEYS = ["experiment", "claim", "expected", "measured", "pairs", "verdict", "reason", "explained by"]
+def explanation(verdict: str, explained_by: str | None, variants: list[dict[str, Any]]) -> str:
+    """The "explained by" cell: "-" (holds), the variant, "unexplained", "no variant applies" or
+    "not diagnosed" (no variant was tried)."""
+    if verdict == "holds":
+        return "-"
+    if explained_by:
+        return explained_by
+    ran = [v for v in variants if v.get("verdict") not in ("not applicable", "error")
+           and v.get("variant") != "data-draws"]
+    return "unexplained" if ran else "no variant applies" if variants else "not diagnosed"
+
+
+KEYS = ["experiment", "claim", "expected", "measured", "pairs", "verdict", "reason", "explained by",
+        "other draws"]
 
 
 def summary_rows(results: list[ExperimentResult]) -> list[dict[str, str]]:
@@ -196,17 +310,18 @@ def summary_rows(results: list[ExperimentResult]) -> list[dict[str, str]]:
         if result.status != "ran":
             rows.append({"experiment": result.experiment, "claim": "-", "expected": "-",
                          "measured": result.notes[0] if result.notes else "-", "pairs": "-",
-                         "verdict": result.status.upper(), "reason": "-", "explained by": "-"})
+                         "verdict": result.status.upper(), "reason": "-", "explained by": "-",
+                         "other draws": "-"})
         for c in result.claims:
             main = next(iter(c.measured), None)
             verdict = c.verdict + (" (provisional)" if result.provisional else "")
-            explained = "-" if c.holds else (c.explained_by or ("unexplained" if c.variants else
-                                                                 "not diagnosed"))
+            explained = explanation(c.verdict, c.explained_by, c.variants)
             rows.append({"experiment": result.experiment, "claim": c.id,
                          "expected": _compact(c.expected),
                          "measured": f"{main}={_compact(c.measured[main])}" if main else "-",
                          "pairs": f"{sum(c.passed)}/{c.conclusive}/{len(c.outcomes)}",
                          "verdict": verdict, "reason": c.reason or "-", "explained by": explained,
+                         "other draws": c.draw_dependence,
                          "tried": ", ".join(f"{v['variant']} {v['verdict']}" for v in c.variants) or "-"})
     return rows
 

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from ..plotting import save_figure
 from ..records import Run
 from ..training import Config, train
@@ -29,7 +31,9 @@ class Context:
     overrides: list[str] = field(default_factory=list)  # diagnostic variants (e.g. float64)
     epoch_policy: str = "caption"  # or "initial-stage": the last snapshot with loss > 70 %
     analyze_replay: bool = True  # diagnostic variants skip the (slow) replay
-    epochs_factor: int = 1  # diagnostic variants that need longer training (GD at small init)
+    # what ran, for the diagnostic variants to tell whether they would change anything:
+    trained: list[Config] = field(default_factory=list)   # every batch config trained
+    stages: list[tuple[bool, float]] = field(default_factory=list)  # per epoch(): stage ended, last/first loss
     executor: str = "local"  # experiments built on condlab.sweep (facilitators): local or ray
     address: str | None = None  # the Ray head for executor "ray" (None: a local Ray cluster)
 
@@ -39,11 +43,18 @@ class Context:
         return self.analyze_replay and not self.quick
 
     def epoch(self, run: Run, caption: int) -> int:
-        """The epoch at which a claim is measured: the caption's, or the initial-stage one."""
-        if self.epoch_policy == "caption":
-            return caption
-        from ..analysis import default_epoch
+        """The epoch at which a claim is measured: the caption's, or the initial-stage one.
 
+        The initial-stage epoch only where the stage ends within the run (the loss falls to
+        70 % of its start); elsewhere it would be just the last snapshot, so the caption's is kept.
+        """
+        from ..analysis import INITIAL_STAGE_SHARE, default_epoch
+
+        loss = np.asarray(run.loss, dtype=np.float64)
+        ended = bool(len(loss)) and bool(np.any(loss <= INITIAL_STAGE_SHARE * loss[0]))
+        self.stages.append((ended, float(loss[-1] / loss[0]) if len(loss) and loss[0] else float("nan")))
+        if self.epoch_policy == "caption" or not ended:
+            return caption
         return default_epoch(run)
 
     def train(self, cfg: Config, tag: str, *extra: str) -> list[Run]:
@@ -56,8 +67,7 @@ class Context:
             folder = self.out / "runs" / tag / (f"data{d}" if len(self.data_seeds) > 1 else "")
             batch = cfg.with_overrides([f"train.seeds={self.seeds}", f"train.device={self.device}",
                                         *extra, f"data.seed={d}", *self.overrides])
-            if self.epochs_factor != 1:
-                batch = batch.with_overrides([f"train.epochs={batch.train.epochs * self.epochs_factor}"])
+            self.trained.append(batch)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 runs += list(train(batch, out=folder, progress=self.progress))

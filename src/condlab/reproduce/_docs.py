@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ._claims import VERDICT_RULE
+from ._claims import VERDICT_RULE, explanation
 
 BEGIN, END = "<!-- BEGIN GENERATED: tools/make_docs.py -->", "<!-- END GENERATED -->"
 HAND = "<!-- HAND-WRITTEN BELOW"  # reproduction.md keeps what follows this marker
@@ -37,19 +37,18 @@ def _grid(data: dict[str, Any]) -> str:
 
 
 def verdict_table(results: list[dict[str, Any]]) -> list[str]:
-    lines = ["| experiment | claim | pairs (holds/conclusive/all) | verdict | reason | explained by |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| experiment | claim | pairs (holds/conclusive/all) | verdict | reason | explained by | "
+             "other draws |", "|---|---|---|---|---|---|---|"]
     for d in results:
         if d.get("status") != "ran":
             lines.append(f"| {d['experiment']} | - | - | {d.get('status', '').upper()} | "
-                         f"{_cell(d['notes'][0] if d.get('notes') else '-')} | - |")
+                         f"{_cell(d['notes'][0] if d.get('notes') else '-')} | - | - |")
         for c in d.get("claims", []):
             n = c["counts"]
             pairs = f"{n['holds']}/{n['holds'] + n['fails']}/{sum(n.values())}"
-            explained = "-" if c["verdict"] == "holds" else (
-                c.get("explained_by") or ("unexplained" if c.get("variants") else "not diagnosed"))
+            explained = explanation(c["verdict"], c.get("explained_by"), c.get("variants", []))
             lines.append(f"| {d['experiment']} | {c['id']} | {pairs} | {c['verdict']} | "
-                         f"{_cell(c['reason'] or '-')} | {explained} |")
+                         f"{_cell(c['reason'] or '-')} | {explained} | {c.get('draw_dependence', '-')} |")
     return lines
 
 
@@ -61,15 +60,18 @@ def variant_lines(results: list[dict[str, Any]]) -> list[str]:
             if c["verdict"] == "holds" or not c.get("variants"):
                 continue
             tried = "; ".join(f"{v['variant']}: {v['verdict']} ({v.get('pairs', '-')})"
+                              if v["verdict"] != "not applicable" else
+                              f"{v['variant']}: not applicable ({v.get('reason', '-')})"
                               for v in c["variants"])
             out.append(f"* `{c['id']}` ({c['verdict']}): {tried}")
     return out
 
 
 def surviving(results: list[dict[str, Any]]) -> list[str]:
-    """Claims that fail and that no variant restores."""
+    """Claims that fail and that no variant that ran restores."""
     return [f"* `{c['id']}`: {c['reason']}" for d in results for c in d.get("claims", [])
-            if c["verdict"] == "fails" and c.get("variants") and not c.get("explained_by")]
+            if c["verdict"] == "fails" and explanation(c["verdict"], c.get("explained_by"),
+                                                       c.get("variants", [])) == "unexplained"]
 
 
 def reproduction_md(results: list[dict[str, Any]], source: str) -> str:
@@ -83,8 +85,11 @@ def reproduction_md(results: list[dict[str, Any]], source: str) -> str:
         "`condlab reproduce all`; do not edit by hand (rerun both instead).", "",
         "Every claim is measured on a grid of (data seed, init seed) pairs: data and initialization "
         "are drawn from separate seeds. Each pair's outcome is *holds*, *fails* or *inconclusive* "
-        "(the line count moves over the threshold band 0.93-0.97 or the amplitude sweep, the "
-        "neurons form an arc instead of separated lines, or fewer than 10 neurons are active). "
+        "(docs/analysis.md, \"Verdicts and diagnostic variants\": a line-count pair fails when the "
+        "count is wrong at every setting of the counter's sensitivity band or when more than p "
+        "lines stand beside an arc; it is inconclusive where an arc or a moving count could change "
+        "the answer, where nothing condensed for an at-most claim, or with fewer than 10 active "
+        "neurons). "
         f"Verdict rule, fixed before any result: {VERDICT_RULE}.", "",
         f"Counting thresholds: {thresholds}.", "",
     ]
@@ -94,8 +99,10 @@ def reproduction_md(results: list[dict[str, Any]], source: str) -> str:
                                     if d.get("status") == "ran"), ""]
     lines += ["## Verdicts", ""] + verdict_table(results) + [""]
     lines += ["## Diagnostic variants (reruns of every experiment with a non-holding claim)", "",
-              "A variant *explains* a claim when the claim holds under it (docs/analysis.md lists "
-              "the variants). `pairs` = holds/conclusive/all.", ""]
+              "Each variant changes one factor; a variant *explains* a claim when the claim holds "
+              "under it (docs/analysis.md lists the variants). `data-draws` only labels "
+              "draw-dependence (the \"other draws\" column), never an explanation. `pairs` = "
+              "holds/conclusive/all.", ""]
     lines += variant_lines(results) or ["* (no variants were run)"]
     lines += ["", "## Disagreements that survive every variant", ""]
     lines += surviving(results) or ["* none"]

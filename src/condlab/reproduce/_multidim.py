@@ -12,7 +12,7 @@ import numpy as np
 from ..analysis import analyze_layer, cosine_order
 from ..plotting import cosine_panels
 from ..training import preset
-from ._claims import ExperimentResult, line_outcome
+from ._claims import ExperimentResult, bound_outcome, count_outcome, line_outcome
 from ._context import Context
 
 FIG3 = [("tanh", 1), ("xtanh", 2), ("x2tanh", 3), ("sigmoid", 1), ("softplus", 1)]
@@ -25,14 +25,12 @@ def _mean_angle(report, key: str = "replay") -> float | None:
 
 
 def _record_lines(claim, report, expected: int, run, at_most: bool = False) -> None:
+    """One pair of a line-count claim: exactly `expected` lines, or at most that many (at_most)."""
     o = report.orientations
-    ok = o.n_lines <= expected if at_most else o.n_lines == expected
-    word = "at most " if at_most else ""
-    outcome, reason = line_outcome(o, ok, f"{o.n_lines} lines at |cos| >= "
-                                   f"{o.params['cos_threshold']:.2f} (expected {word}{expected})", at_most)
+    outcome, reason = (bound_outcome if at_most else count_outcome)(o, expected)
     claim.record(outcome, run=run, reason=reason, lines=o.n_lines, directions=o.n_directions,
                  arcs=o.n_arcs,
-                 lines_by_threshold={f"{t:.2f}": n for t, n in o.counts_by_threshold.items()},
+                 lines_by_threshold={f"{t:g}": n for t, n in o.counts_by_threshold.items()},
                  condensed_share=round(sum(c.share for c in o.lines), 3),
                  replay_angle_deg=_mean_angle(report))
 

@@ -7,7 +7,7 @@ import numpy as np
 from ..analysis import analyze_run, cosine_order, count_orientations, line_angles
 from ..plotting import cosine_panels, direction_field_plot, panel_row, polyfit_plot
 from ..training import preset
-from ._claims import ExperimentResult, line_outcome
+from ._claims import ExperimentResult, count_outcome
 from ._context import Context
 
 FIG5 = [("tanh", 1), ("xtanh", 2), ("x2tanh", 3)]
@@ -69,11 +69,12 @@ def fig6(ctx: Context) -> ExperimentResult:
             field.record(len(stable) == p, run=run, reason=f"{len(stable)} stable lines (expected {p})",
                          stable_lines=len(stable))
             far = [a for a in angles if a > 10]
-            outcome, reason = line_outcome(
-                o, o.n_lines == p and bool(angles) and not far,
-                f"{o.n_lines} lines (expected {p})" if o.n_lines != p else
-                "line(s) at " + ", ".join(f"{a:.1f}°" for a in far) + " from the field's stable lines "
-                "(max 10°)")
+            outcome, reason = count_outcome(o, p)
+            if outcome and not angles:  # p lines, but the field has no stable line to hold them to
+                outcome, reason = False, "the field has no stable line to compare the lines with"
+            elif outcome and far:  # p lines, but not on the field's stable lines
+                outcome, reason = False, ("line(s) at " + ", ".join(f"{a:.1f}°" for a in far) +
+                                          " from the field's stable lines (max 10°)")
             neurons.record(outcome, run=run, reason=reason, lines=o.n_lines, arcs=o.n_arcs,
                            angles_deg=[round(a, 1) for a in angles])
             if run is runs[0]:

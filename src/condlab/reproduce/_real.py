@@ -16,7 +16,7 @@ from ..models import inspect_model
 from ..plotting import cosine_panels
 from ..records import atomic_write_bytes
 from ..training import ENV_VAR, Config, DatasetMissing, data_root, load_mnist
-from ._claims import ExperimentResult, line_outcome
+from ._claims import ExperimentResult, count_outcome
 from ._context import Context
 
 
@@ -66,7 +66,7 @@ def mnist(ctx: Context) -> ExperimentResult:
     for run in runs:
         epoch = default_epoch(run)
         o = analyze_layer(run, 0, epoch, predict=False).orientations
-        outcome, reason = line_outcome(o, o.n_lines == 1, f"{o.n_lines} lines at epoch {epoch} (expected 1)")
+        outcome, reason = count_outcome(o, 1)
         claim.record(outcome, run=run, reason=reason, lines=o.n_lines, directions=o.n_directions,
                      epoch=epoch, condensed_share=round(sum(c.share for c in o.lines), 3))
     W = runs[0].layer("layer1", default_epoch(runs[0]))
@@ -121,7 +121,7 @@ def fig2(ctx: Context) -> ExperimentResult:
             # Counted through the layer adapter, as `condlab inspect` counts the saved checkpoint.
             report = inspect_model(head, layers="fc1")
             o, W = report.orientations["fc1"], report.layers[0].weight.double().numpy()
-            outcome, reason = line_outcome(o, o.n_lines == lines, f"{o.n_lines} lines (expected {lines})")
+            outcome, reason = count_outcome(o, lines)
             claims[act].record(outcome, pair=(None, seed), reason=reason, lines=o.n_lines,
                                directions=o.n_directions, final_loss=round(float(history.loss[-1]), 4))
             if seed == ctx.seeds[0]:
