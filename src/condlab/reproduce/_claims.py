@@ -5,7 +5,9 @@ cannot decide), each non-holding one with a one-line reason. Line-count claims d
 `bound_outcome` ("at most p lines") and `count_outcome` ("exactly p lines"): a pair fails
 when the count is wrong at every setting of the counter's sensitivity band, or when more
 than p lines stand beside an arc; an arc or a moving count makes a pair inconclusive only
-where it could change the answer; a layer with nothing condensed says so. A claim's verdict follows a rule fixed in advance (VERDICT_RULE, also in
+where it could change the answer; a layer with nothing condensed says so.
+
+A claim's verdict follows a rule fixed in advance (VERDICT_RULE, also in
 docs/reproduction.md); it never depends on today's results:
 
 * inconclusive when fewer than half of the pairs are conclusive;

@@ -33,7 +33,8 @@ class Context:
     analyze_replay: bool = True  # diagnostic variants skip the (slow) replay
     # what ran, for the diagnostic variants to tell whether they would change anything:
     trained: list[Config] = field(default_factory=list)   # every batch config trained
-    stages: list[tuple[bool, float]] = field(default_factory=list)  # per epoch(): stage ended, last/first loss
+    # per epoch() call: (the initial stage ended within the run, last / first loss)
+    stages: list[tuple[bool, float]] = field(default_factory=list)
     executor: str = "local"  # experiments built on condlab.sweep (facilitators): local or ray
     address: str | None = None  # the Ray head for executor "ray" (None: a local Ray cluster)
 

@@ -155,7 +155,8 @@ def _rerun(v: Variant, experiment: Experiment, ctx: Context) -> dict[str, Claim]
 
 
 def diagnose_result(experiment: Experiment, ctx: Context, result: ExperimentResult) -> None:
-    """Rerun `experiment` under each applicable variant; fill failing claims' variants, explained_by, draws."""
+    """Rerun `experiment` under each applicable variant; fill the failing claims' variants,
+    explained_by and draws."""
     failing = [c for c in result.claims if not c.holds]
     if not failing or result.status != "ran":
         return
