@@ -135,6 +135,8 @@ def _print_analysis(analysis, out: Path | None, figures: list[Path]) -> None:
               + "".join(cells) + f"  {r.best or '-'}")
         if r.within_bound is False:
             print(f"          BOUND VIOLATED: {o.n_lines} lines > p = {r.p} (Proposition 1)")
+        elif r.bound_status == "nothing condensed":
+            print(f"          nothing condensed: 0 lines, nothing to hold against the bound p = {r.p}")
         if o.n_arcs:
             print(f"          {o.n_arcs} arc(s) of neurons (a continuous band, not lines): widths "
                   + ", ".join(f"{c.width_deg:.0f}°" for c in o.arcs))

@@ -55,7 +55,19 @@ class LayerReport:
 
     @property
     def within_bound(self) -> bool | None:
-        return None if self.p is None else self.orientations.n_lines <= self.p
+        """Lines <= p; None without a theory (p undefined) or with nothing condensed (0 lines)."""
+        if self.p is None or self.orientations.n_lines == 0:
+            return None
+        return self.orientations.n_lines <= self.p
+
+    @property
+    def bound_status(self) -> str:
+        """"within bound", "BOUND VIOLATED", "nothing condensed" (0 lines) or "no theory" (p undefined)."""
+        if self.p is None:
+            return "no theory"
+        if self.orientations.n_lines == 0:
+            return "nothing condensed"
+        return "within bound" if self.within_bound else "BOUND VIOLATED"
 
     @property
     def best(self) -> str | None:
@@ -68,7 +80,8 @@ class LayerReport:
         return {
             "layer": self.layer, "epoch": self.epoch, "activation": self.activation, "p": self.p,
             "bound": None if self.p is None else {"lines": self.p, "directions": 2 * self.p},
-            "within_bound": self.within_bound, "lines": o.n_lines, "directions": o.n_directions,
+            "within_bound": self.within_bound, "bound_status": self.bound_status,
+            "lines": o.n_lines, "directions": o.n_directions,
             "orientations": o.to_dict(),
             "predictions": {k: {**v.to_dict(), "angles_deg": self.angles.get(k, []),
                                 "mean_angle_deg": _mean(self.angles.get(k, []))}
@@ -182,10 +195,19 @@ def analyze_layer(run: Run, layer: int, epoch: int, *, replay: bool = True, pred
         shown = ", ".join(str(int(e)) for e in run.full_epochs if e <= epoch)
         report = _with_note(report, f"thinned snapshot: {len(report.rows)} of {run.config.model.width} "
                             f"neurons measured; predictions use the residuals at epochs {shown}")
+    frozen = eps_froze(run, layer, orientations)
+    if frozen:
+        report = _with_note(report, frozen)
     if act.multiplicity is None:
         return _with_note(report, f"multiplicity undefined ({act.note}): no leading-order theory")
     if not predict:
         return report
+    depth = run.config.model.depth
+    if layer < depth - 1:  # the layers above multiply the residual by a sample-dependent factor
+        above = f"layer {depth}" if layer + 2 == depth else f"layers {layer + 2}-{depth}"
+        report = _with_note(report, f"predictions for layer {layer + 1} of {depth} ignore the factor "
+                            f"back-propagated through {above}: they treat the residual as this "
+                            "layer's output signal (the two-layer theory on its inputs)")
     measured = np.array([c.mean for c in orientations.lines])
     history = history if history is not None else layer_history(run, layer, epoch)
     p, coef = act.multiplicity, act.leading_coefficient
@@ -207,6 +229,34 @@ def analyze_layer(run: Run, layer: int, epoch: int, *, replay: bool = True, pred
         if len(measured) and len(pred.lines):
             report.angles[key] = [float(a) for a in line_angles(measured, pred.lines)]
     return report
+
+
+FROZEN_SHARE = 0.3  # negligible share of a layer's neurons from which Adam's eps is suspected
+
+
+def first_gradient(run: Run, layer: int) -> np.ndarray:
+    """dR/dW (m, cols) of hidden layer `layer` at epoch 0, R = 1/(2n) sum_i |f(x_i) - y_i|^2 (eq. 3)."""
+    net = run.network(0)
+    x, y = torch.as_tensor(run.x, dtype=torch.float64), torch.as_tensor(run.y, dtype=torch.float64)
+    loss = (net(x) - y).square().sum() / (2 * len(x))
+    (grad,) = torch.autograd.grad(loss, [net.layers[layer]])
+    return grad.numpy()
+
+
+def eps_froze(run: Run, layer: int, o: Orientations) -> str:
+    """A note when Adam's eps froze the layer: >= FROZEN_SHARE of its neurons negligible and most
+    of its first gradients below train.eps (Adam then takes momentum steps far below lr); else ""."""
+    t = run.config.train
+    rows = len(o.negligible) + len(o.scattered) + sum(len(c.members) for c in (*o.lines, *o.arcs))
+    share = len(o.negligible) / rows if rows else 0.0
+    if share < FROZEN_SHARE or flow_for_optimizer(t.optimizer) != "sign" or 0 not in run.full_epochs:
+        return ""
+    below = float(np.mean(np.abs(first_gradient(run, layer)) < t.eps))
+    if below <= 0.5:
+        return ""
+    return (f"Adam's eps froze this layer: {share:.0%} of its neurons are negligible and {below:.0%} "
+            f"of its first gradients are below train.eps = {t.eps:g}, so Adam took momentum steps far "
+            "below lr; set train.eps smaller (e.g. 1e-20)")
 
 
 def replay_prediction(run: Run, history: History, p: int, coef: float, epoch: int,

@@ -67,7 +67,8 @@ def check_adam_eps(grad: torch.Tensor, eps: float, specs: list[RunSpec]) -> None
         warnings.warn(
             f"run {r} (seed {specs[r].seed}, init_std {specs[r].init_std:g}): "
             f"{below[r].item():.0%} of the first gradients are below Adam eps={eps:g}, so Adam "
-            "acts like momentum descent; set train.eps smaller (e.g. 1e-20) or use float64",
+            "acts like momentum descent; set train.eps smaller (e.g. 1e-20): float64 does not help, "
+            "eps is an absolute floor on the step's denominator",
             TrainingWarning,
             stacklevel=3,
         )
