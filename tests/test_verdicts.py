@@ -73,7 +73,7 @@ COUNT_CASES = [
     (layer(1, [1, 0, 1]), 2, False, "every setting"),           # fewer at every count
     (layer(1, arcs=1), 2, None, "missing"),                     # the arc may be the missing line
     (layer(2), 2, True, ""),
-    (layer(2, [2, 2, 2], stable=False), 2, None, "not stable"),  # the counter says it moved
+    (layer(2, [2, 2, 2], stable=False), 2, None, "calls the count not stable"),  # it moved elsewhere
     (layer(2, [1, 2, 3]), 2, None, "not stable"),
 ]
 

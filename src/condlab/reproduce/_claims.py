@@ -121,8 +121,9 @@ def count_outcome(o: Any, p: int) -> Outcome:
         return False, f"{o.n_lines} lines < {p} at every setting of the band (lines {_band_text(o)})"
     if o.n_arcs:
         return None, f"{_arcs(o)} beside {o.n_lines} line(s): the arc may be the missing line(s)"
-    if set(band) == {p} and o.stable:
-        return True, ""
+    if set(band) == {p}:
+        return (True, "") if o.stable else (None, f"{p} line(s) at every count of the band, but the "
+                                                  "counter calls the count not stable")
     return None, f"count not stable: lines {_band_text(o)} over the band (expected {p})"
 
 
