@@ -182,10 +182,24 @@ def test_analysis_of_a_relu_layer_reports_no_theory():
 
 FIG4 = [("x2tanh", 3, 1000), ("xtanh", 2, 900), ("sigmoid", 1, 900), ("tanh", 1, 1400),
         ("softplus", 1, 1400)]
+FIG4_OVER_BOUND = {
+    0: "layer 1 (x2tanh, p = 3) has 4 lines at every count of the band on 5 of 10 seeds",
+    4: "layer 5 (softplus, p = 1) has 2 lines at every count of the band on 10 of 10 seeds",
+}
+FIG4_NOT_CAPTION = {
+    0: "layer 1 (x2tanh) has 3 lines on 2 of 10 seeds: 2 lines on 2 (fewer than the figure), 4 on 5",
+    4: "layer 5 (softplus) has 2 lines on 10 of 10 seeds where the figure shows 1",
+}
+
+
+def _fig4_layers(disagree: dict[int, str]) -> list:
+    marks = {k: pytest.mark.xfail(strict=True, reason=f"disagrees with Fig. 4: {why}")
+             for k, why in disagree.items()}
+    return [pytest.param(k, marks=marks[k]) if k in marks else k for k in range(5)]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layer", range(5))
+@pytest.mark.parametrize("layer", _fig4_layers(FIG4_OVER_BOUND))
 def test_fig4_each_layer_within_the_bound_at_its_caption_epoch(layer):
     # Claim (Proposition 1 on every hidden layer of Fig. 4's residual network): layer k
     # condenses on at most p_k lines at its caption epoch.
@@ -200,7 +214,7 @@ def test_fig4_each_layer_within_the_bound_at_its_caption_epoch(layer):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layer", range(5))
+@pytest.mark.parametrize("layer", _fig4_layers(FIG4_NOT_CAPTION))
 def test_fig4_each_layer_has_the_caption_count(layer):
     # Claim (Fig. 4's caption): layers 1-5 condense on exactly 3, 2, 1, 1, 1 lines at epochs
     # 1000, 900, 900, 1400, 1400.
