@@ -220,7 +220,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                   f"holds on {r['pairs']} (holds/conclusive/all pairs)")
             if r["reason"] != "-":
                 print(f"{'':<{vw}} {'':<{width}}  why: {r['reason']}; explained by: {r['explained by']}"
-                      + (f" (variants tried: {r['tried']})" if r["tried"] != "-" else ""))
+                      + (f" (variants tried: {r['tried']})" if r["tried"] != "-" else "")
+                      + (f"; other draws: {r['other draws']}" if r["other draws"] != "-" else ""))
     if args.quick:
         print("--quick: few (data, init) pairs; these verdicts are PROVISIONAL")
     for result in results:
