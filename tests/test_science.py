@@ -198,19 +198,24 @@ def _fig4_layers(disagree: dict[int, str]) -> list:
     return [pytest.param(k, marks=marks[k]) if k in marks else k for k in range(5)]
 
 
+def _fig4_share(layer: int, outcome) -> None:
+    """Decide each seed's layer at its caption epoch with `outcome` (bound or count); PASS of 10."""
+    _, p, epoch = FIG4[layer]
+    passed, details = [], []
+    for run in _train("fig4", "train.snapshots=every:100"):
+        o = analyze_layer(run, layer, epoch, predict=False).orientations
+        ok, why = outcome(o, p)
+        passed.append(ok is True)
+        details.append((run.spec.seed, o.n_lines, o.n_arcs, why))
+    _assert_share(passed, details)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("layer", _fig4_layers(FIG4_OVER_BOUND))
 def test_fig4_each_layer_within_the_bound_at_its_caption_epoch(layer):
     # Claim (Proposition 1 on every hidden layer of Fig. 4's residual network): layer k
     # condenses on at most p_k lines at its caption epoch.
-    _, p, epoch = FIG4[layer]
-    passed, details = [], []
-    for run in _train("fig4", "train.snapshots=every:100"):
-        o = analyze_layer(run, layer, epoch, predict=False).orientations
-        ok, why = bound_outcome(o, p)
-        passed.append(ok is True)
-        details.append((run.spec.seed, o.n_lines, o.n_arcs, why))
-    _assert_share(passed, details)
+    _fig4_share(layer, bound_outcome)
 
 
 @pytest.mark.slow
@@ -218,11 +223,4 @@ def test_fig4_each_layer_within_the_bound_at_its_caption_epoch(layer):
 def test_fig4_each_layer_has_the_caption_count(layer):
     # Claim (Fig. 4's caption): layers 1-5 condense on exactly 3, 2, 1, 1, 1 lines at epochs
     # 1000, 900, 900, 1400, 1400.
-    _, p, epoch = FIG4[layer]
-    passed, details = [], []
-    for run in _train("fig4", "train.snapshots=every:100"):
-        o = analyze_layer(run, layer, epoch, predict=False).orientations
-        ok, why = count_outcome(o, p)
-        passed.append(ok is True)
-        details.append((run.spec.seed, o.n_lines, o.n_arcs, why))
-    _assert_share(passed, details)
+    _fig4_share(layer, count_outcome)

@@ -61,16 +61,19 @@ def _too_few(o: Any) -> Outcome | None:
     return (None, f"only {active} active neurons (need {MIN_ACTIVE})") if active < MIN_ACTIVE else None
 
 
-def _more_than(o: Any, p: int) -> str | None:
-    """Why the layer has more than p lines beyond doubt, else None.
+def _settled_early(o: Any, p: int) -> Outcome | None:
+    """Inconclusive with too few active neurons; fails with more than p lines beyond doubt; else None.
 
     Beyond doubt: more than p lines at every setting of the band, or more than p lines beside
     an arc (an arc is one structure more however it is read, never a line fewer).
     """
+    few = _too_few(o)
+    if few:
+        return few
     if min(_band(o)) > p:
-        return f"{o.n_lines} lines > {p} at every setting of the band (lines {_band_text(o)})"
+        return False, f"{o.n_lines} lines > {p} at every setting of the band (lines {_band_text(o)})"
     if o.n_arcs and o.n_lines > p:
-        return f"{o.n_lines} lines > {p} beside {_arcs(o)}"
+        return False, f"{o.n_lines} lines > {p} beside {_arcs(o)}"
     return None
 
 
@@ -84,12 +87,9 @@ def bound_outcome(o: Any, p: int) -> Outcome:
     most p lines -> inconclusive (the arc may be one line or several); at most p lines at
     every count of the band -> holds; else (the band straddles p) inconclusive.
     """
-    few = _too_few(o)
-    if few:
-        return few
-    more = _more_than(o, p)
-    if more:
-        return False, more
+    early = _settled_early(o, p)
+    if early:
+        return early
     if o.n_lines == 0 and not o.n_arcs:
         return None, "nothing condensed: 0 lines and no arc, nothing to hold against the bound"
     if o.n_arcs:
@@ -108,12 +108,9 @@ def count_outcome(o: Any, p: int) -> Outcome:
     (it may be the missing lines); p lines at every count of the band and ``stable`` -> holds;
     else inconclusive.
     """
-    few = _too_few(o)
-    if few:
-        return few
-    more = _more_than(o, p)
-    if more:
-        return False, more
+    early = _settled_early(o, p)
+    if early:
+        return early
     band = _band(o)
     if max(band) < p and not o.n_arcs:
         if max(band) == 0:
