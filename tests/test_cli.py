@@ -89,3 +89,29 @@ def test_config_command_prints_resolved_json(capsys):
 def test_console_entry_point_runs():
     proc = subprocess.run([sys.executable, "-m", "condlab", "presets"], capture_output=True, text=True)
     assert proc.returncode == 0 and "fig3-xtanh" in proc.stdout
+
+
+def test_layer_means_one_thing_a_name_glob_or_number(tmp_path, capsys):
+    # --layer selects layers by name or glob everywhere; K is shorthand for layerK
+    from condlab._cli import _layer
+
+    picked = [_layer(t) for t in ("2", "layer2", "fc*", " h.0.attn.* ")]
+    assert picked == ["layer2", "layer2", "fc*", "h.0.attn.*"]
+    assert main(["train", "--preset", "fig3", "--seeds", "1", "--epochs", "3", "--out", str(tmp_path / "b"),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    run = str(tmp_path / "b" / "seed0")
+    assert main(["analyze", run, "--layer", "layer*", "--json", "--no-figures", "--no-replay"]) == 0
+    assert main(["analyze", run, "--layer", "7", "--json", "--no-figures", "--no-replay"]) == 2
+    assert "matches no hidden layer" in capsys.readouterr().err
+
+
+def test_every_table_has_json_and_listing_has_one_form(capsys):
+    import json
+
+    for argv in (["presets", "--json"], ["experiments", "--json"], ["activations", "--json"]):
+        assert main(argv) == 0
+        assert json.loads(capsys.readouterr().out)
+    with pytest.raises(SystemExit) as stop:  # one form of listing: `condlab experiments`
+        main(["reproduce", "--list"])
+    assert stop.value.code == 2

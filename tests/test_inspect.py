@@ -196,7 +196,7 @@ def test_cli_on_a_cnn_state_dict_and_a_pickled_transformer(tmp_path: Path, capsy
 
     torch.save(net, tmp_path / "cnn_module.pt")  # a pickled whole module: only with the flag
     assert main(["inspect", str(tmp_path / "cnn_module.pt")]) == 2
-    assert main(["inspect", str(tmp_path / "cnn_module.pt"), "--unsafe-pickle", "--layers", "head.*"]) == 0
+    assert main(["inspect", str(tmp_path / "cnn_module.pt"), "--unsafe-pickle", "--layer", "head.*"]) == 0
     assert "head.fc2" in capsys.readouterr().out
 
     torch.save(_encoder().state_dict(), tmp_path / "enc_sd.pt")
@@ -206,7 +206,7 @@ def test_cli_on_a_cnn_state_dict_and_a_pickled_transformer(tmp_path: Path, capsy
     assert main(["inspect", str(tmp_path / "enc.pt")]) == 2
     capsys.readouterr()
     assert main(["inspect", str(tmp_path / "enc.pt"), "--unsafe-pickle", "--json",
-                 "--layers", "layers.0.self_attn.*"]) == 0
+                 "--layer", "layers.0.self_attn.*"]) == 0
     rows = json.loads(capsys.readouterr().out)["layers"]
     assert [r["layer"] for r in rows][:2] == ["layers.0.self_attn.q", "layers.0.self_attn.q.h0"]
 
@@ -224,6 +224,6 @@ def test_fig2_counts_through_the_adapter_match_inspect_on_its_checkpoint(tmp_pat
     assert len(measured) == 4
     for act, lines in measured.items():
         path = tmp_path / "out" / "fig2" / "checkpoints" / f"head_{act}_seed0.pt"
-        assert main(["inspect", str(path), "--layers", "fc1", "--json"]) == 0
+        assert main(["inspect", str(path), "--layer", "fc1", "--json"]) == 0
         (row,) = json.loads(capsys.readouterr().out)["layers"]
         assert row["layer"] == "fc1" and row["lines"] == lines

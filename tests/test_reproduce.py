@@ -16,7 +16,7 @@ NAMES = ["fig2", "fig3", "fig4", "fig4-plain", "fig5", "fig6", "evolution", "rel
 
 def test_every_experiment_of_the_documents_is_listed(capsys):
     assert sorted(EXPERIMENTS) == sorted(NAMES)
-    assert main(["reproduce", "--list"]) == 0
+    assert main(["experiments"]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in NAMES)
 

@@ -39,6 +39,18 @@ def _parse_seeds(text: str) -> list[int]:
     return list(range(count))
 
 
+def _layer(text: str) -> str:
+    """--layer: a layer name or glob (fnmatch) over layer names; a bare number K means layerK."""
+    text = text.strip()
+    if not text:
+        raise argparse.ArgumentTypeError("--layer '' is not accepted: give a layer name, a glob or a number")
+    return f"layer{int(text)}" if text.isdigit() else text
+
+
+LAYER_HELP = ("a layer, by name or glob over layer names (fnmatch: 'layer*', 'fc*', 'h.0.attn.*'); "
+              "a number K means layerK; repeatable")
+
+
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", nargs="?", help="YAML or JSON config file")
     p.add_argument("--preset", help="named config with a figure's caption settings (see `condlab presets`)")
@@ -93,6 +105,9 @@ def cmd_activations(args: argparse.Namespace) -> int:
 def cmd_presets(args: argparse.Namespace) -> int:
     from .training import PRESETS
 
+    if args.json:
+        print(json.dumps(PRESETS, indent=2))
+        return 0
     for name, raw in PRESETS.items():
         m, t = raw["model"], raw["train"]
         acts = ",".join(m.get("activations", ["tanh"]))
@@ -170,7 +185,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     for error in result.errors:
         print(f"condlab: error: {error}", file=sys.stderr)
-    print(result.summary())
+    print(json.dumps(result.rows, indent=2, default=str) if args.json else result.summary())
     if result.interrupted:
         print(f"condlab: interrupted; finished runs are kept in {result.out}; run again to resume",
               file=sys.stderr)
@@ -194,18 +209,19 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from ._guards import point_latest, reproduce_out
     from .reproduce import EXPERIMENTS, check_data_dir, reproduce, reproduce_all, summary_rows, unknown
 
-    if args.list or not args.name:
-        for e in EXPERIMENTS.values():
-            print(f"{e.name:<14} {e.source:<28} {e.shows}")
-        return 0
     if args.name != "all" and args.name not in EXPERIMENTS:
         raise unknown(args.name)
     check_data_dir(args.data_dir)
     names = list(EXPERIMENTS) if args.name == "all" else [args.name]
     out, stamped = reproduce_out(args.out, names, args.overwrite)  # never replaces earlier results
     options = dict(seeds=args.seeds, quick=args.quick, out=out, device=args.device,
-                   data_dir=args.data_dir, progress=sys.stderr.isatty(), data_seeds=args.data_seeds,
+                   data_dir=args.data_dir, progress=not args.no_progress and sys.stderr.isatty(),
+                   data_seeds=args.data_seeds,
                    executor=args.executor, address=args.address)
+    if args.json:
+        results = reproduce_all(**options)[0] if args.name == "all" else [reproduce(args.name, **options)]
+        print(json.dumps(summary_rows(results), indent=2))
+        return 0
     if args.name == "all":
         results, table = reproduce_all(**options)
         print(table)
@@ -236,6 +252,18 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_experiments(args: argparse.Namespace) -> int:
+    from .reproduce import EXPERIMENTS
+
+    rows = [{"name": e.name, "source": e.source, "shows": e.shows} for e in EXPERIMENTS.values()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        print(f"{r['name']:<14} {r['source']:<28} {r['shows']}")
+    return 0
+
+
 def _print_runs(result) -> None:
     print(f"{'run':<24} {'lr':>9} {'init_std':>9} {'loss@0':>10} {'loss@end':>10} {'70%-epoch':>9}  status")
     for run in result.runs:
@@ -263,7 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("analyze", help="measure condensation of a run (or every run of a batch)")
     p.add_argument("path", help="a run directory, or a batch directory written by `condlab train`")
     p.add_argument("--epoch", type=int, help="snapshot epoch (default: last one inside the initial stage)")
-    p.add_argument("--layer", type=int, action="append", help="hidden layer 1..L (repeatable; default all)")
+    p.add_argument("--layer", type=_layer, action="append",
+                   help=LAYER_HELP + " (default: every hidden layer)")
     p.add_argument("--out", help="output directory: OUT/RUN/NAME (default: RUN/analysis/NAME, NAME = "
                    "epochE plus the options that differ from their defaults, e.g. epoch120-cos0.9)")
     p.add_argument("--json", action="store_true",
@@ -281,8 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="condensation of every layer of a PyTorch checkpoint (any model)")
     p.add_argument("checkpoint", help="a state_dict saved with torch.save, a .safetensors file, or "
                    "(with --unsafe-pickle) a pickled nn.Module")
-    p.add_argument("--layers", action="append", metavar="PATTERN",
-                   help="glob over layer names, e.g. 'fc*' or 'layers.*.self_attn.q' (repeatable)")
+    p.add_argument("--layer", dest="layers", type=_layer, action="append", metavar="LAYER",
+                   help=LAYER_HELP + " (default: every layer)")
     p.add_argument("--heads", type=int, help="attention heads, to split Q/K/V per head (a state_dict "
                    "does not record it)")
     p.add_argument("--json", action="store_true", help="print the table as JSON")
@@ -293,14 +322,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "use it on files you trust")
     p.add_argument("--cos-threshold", type=float, help="|cos| to join a line (default 0.95)")
     p.add_argument("--amplitude-ratio", type=float,
-                   help="set aside neurons below this fraction of the largest amplitude (default 0.1)")
+                   help="set aside neurons below this fraction of the 90th-percentile amplitude "
+                        "(default 0.1)")
     p.add_argument("--min-share", type=float, help="smallest share of a condensed line (default 0.05)")
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("reproduce",
                        help="reproduce an experiment of the papers, with a verdict on each claim")
-    p.add_argument("name", nargs="?", help="experiment name (see --list) or all")
-    p.add_argument("--list", action="store_true", help="list the experiments")
+    p.add_argument("name", help="an experiment (see `condlab experiments`) or all")
     p.add_argument("--seeds", type=_parse_seeds,
                    help="init seeds (default 3, or 1 with --quick; 5/2 where the data are fixed)")
     p.add_argument("--data-seeds", type=_parse_seeds, help="data draws (default 3, or 2 with --quick)")
@@ -317,12 +346,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where the sweep-based experiments (facilitators) train: in this process "
                    "(default) or on a Ray cluster (--address); the others ignore it")
     p.add_argument("--address", help="the Ray head HOST:PORT for --executor ray (default: a local cluster)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the verdict rows as JSON instead of the table")
     p.set_defaults(func=cmd_reproduce)
+
+    p = sub.add_parser("experiments", help="list the experiments `condlab reproduce` runs")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_experiments)
 
     p = sub.add_parser("reduce", help="merge each condensed group of neurons into one (a narrower network)")
     p.add_argument("path", help="a run directory, or a batch directory written by `condlab train`")
     p.add_argument("--epoch", type=int, help="snapshot epoch (default: last one inside the initial stage)")
-    p.add_argument("--layer", type=int, default=1, help="hidden layer 1..L to reduce (default 1)")
+    p.add_argument("--layer", type=_layer, default="layer1",
+                   help="the hidden layer to reduce, by name or number K = layerK (default layer1)")
     p.add_argument("--negligible", choices=["merge", "drop", "keep"], default="merge",
                    help="neurons below the amplitude cutoff: merged into one (default), dropped or kept")
     p.add_argument("--amplitude-tol", type=float,
@@ -332,6 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_reduce)
 
     p = sub.add_parser("presets", help="list named configs (the paper's figure settings)")
+    p.add_argument("--json", action="store_true", help="print JSON (the presets' settings)")
     p.set_defaults(func=cmd_presets)
 
     p = sub.add_parser("config", help="print the resolved config as JSON")
@@ -357,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--address", help="Ray cluster address, e.g. 127.0.0.1:6379 (default: a local Ray)")
     p.add_argument("--dry-run", action="store_true", help="plan and count runs; write and train nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the results table's rows as JSON")
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("phase-diagram", help="phase diagram of condensation via sweeps: two layers "

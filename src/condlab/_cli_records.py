@@ -32,6 +32,18 @@ def _run_dirs(path: Path) -> list[Path]:
     return [path]
 
 
+def hidden_layers(run, selectors: list[str]) -> list[int]:
+    """Indices (0-based) of the run's hidden layers that `selectors` (names or globs) name, in order."""
+    import fnmatch
+
+    names = [f"layer{k + 1}" for k in range(run.architecture.depth)]
+    picked = [i for i, name in enumerate(names) if any(fnmatch.fnmatchcase(name, s) for s in selectors)]
+    if not picked:
+        raise ConfigError(f"--layer {' '.join(selectors)} matches no hidden layer of {run.path}: "
+                          f"its layers are {', '.join(names)}")
+    return picked
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     from ._guards import check_count_options, user_message
     from .analysis import analyze_run
@@ -41,14 +53,15 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     counting = {k: v for k, v in (("cos_threshold", args.cos_threshold),
                                   ("amplitude_ratio", args.amplitude_ratio),
                                   ("min_share", args.min_share)) if v is not None}
-    layers = None if args.layer is None else [k - 1 for k in args.layer]
+    layers = None if args.layer is None else args.layer  # names or globs, resolved per run
     # --json --no-figures answers on stdout alone: nothing is written (read-only records work)
     write = bool(args.out) or not (args.json and args.no_figures)
     results, failed = [], 0
     for run_dir in _run_dirs(Path(args.path)):
         try:  # one corrupt run of a batch is reported; the others are analysed
             run = load_run(run_dir)
-            analysis = analyze_run(run, args.epoch, layers, replay=not args.no_replay,
+            picked = None if layers is None else hidden_layers(run, layers)
+            analysis = analyze_run(run, args.epoch, picked, replay=not args.no_replay,
                                    count_kwargs=counting)
         except Exception as err:
             message = user_message(err)
@@ -166,7 +179,10 @@ def cmd_reduce(args: argparse.Namespace) -> int:
     results = []
     for run_dir in _run_dirs(Path(args.path)):
         run = load_run(run_dir)
-        red = reduce(run, epoch=args.epoch, layer=args.layer - 1, negligible=args.negligible,
+        layer = hidden_layers(run, [args.layer])
+        if len(layer) != 1:
+            raise ConfigError(f"--layer {args.layer} names {len(layer)} layers: reduce takes one")
+        red = reduce(run, epoch=args.epoch, layer=layer[0], negligible=args.negligible,
                      amplitude_tol=args.amplitude_tol)
         out = Path(args.out) / run_dir.name if args.out else run_dir / "reduce" / f"epoch{red.epoch}"
         names = run.architecture.names
@@ -177,7 +193,7 @@ def cmd_reduce(args: argparse.Namespace) -> int:
         results.append({"run": str(run_dir), **red.to_dict(), "out": str(out)})
         if not args.json:
             e = red.errors
-            print(f"{run_dir}  epoch {red.epoch}  layer{args.layer}: "
+            print(f"{run_dir}  epoch {red.epoch}  layer{layer[0] + 1}: "
                   f"width {red.width} -> {red.reduced_width} "
                   f"({red.n_lines} merged lines, {sum(red.exact)} exact; {len(red.kept)} kept, "
                   f"{len(red.dropped)} dropped)")

@@ -130,7 +130,7 @@ def fig2(ctx: Context) -> ExperimentResult:
                 atomic_write_bytes(path, _state_bytes(head))
                 res.settings.setdefault("checkpoints", []).append(str(path))
     res.choices.append("the trained FC head of the first seed is saved as a state_dict under "
-                       "checkpoints/; `condlab inspect FILE --layers fc1` gives the counts above")
+                       "checkpoints/; `condlab inspect FILE --layer fc1` gives the counts above")
     ctx.save(res, cosine_panels(panels, suptitle="Fig. 2: first FC layer"), "fig2")
     return res
 
