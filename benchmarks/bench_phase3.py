@@ -19,7 +19,7 @@ import time
 import torch
 
 from condlab.phase import scales3, train3_to_convergence
-from condlab.phase._diagram3 import MAX_ELEMENTS3
+from condlab.phase._diagram import MAX_ELEMENTS
 
 
 def main() -> None:
@@ -33,7 +33,7 @@ def main() -> None:
     for threads in args.threads:
         torch.set_num_threads(threads)
         for m in args.widths:
-            runs = max(1, min(8, MAX_ELEMENTS3 // (2 * m * m)))
+            runs = max(1, min(8, MAX_ELEMENTS // (2 * m * m)))
             sc = [scales3(2.0, 0.0, m)] * runs   # condensed: no run converges within --steps
             start = time.perf_counter()
             batch = train3_to_convergence(m, sc, list(range(runs)), max_steps=args.steps, tol=0.0)

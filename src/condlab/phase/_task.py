@@ -1,15 +1,17 @@
-"""The phase diagram's sweep task: how the sweep engine trains and writes a batch of phase runs.
+"""The phase diagrams' sweep task: how the sweep engine trains and writes a batch of phase runs.
 
 The engine (condlab.sweeps._run) calls ``train_part(batch, progress)`` and
 ``write_part(batch, result, runs_dir)`` for a Batch whose ``task`` names this module, locally or in
 a Ray task, so resume and ``--executor ray`` work as for ``condlab sweep``. A batch holds runs of
-one width and one training setting; each run differs in (gamma, gamma', scheme, seed).
+one depth, one width and one training setting (its config's "task" names the depth: "phase" for
+two layers, "phase3" for three); each run differs in its point (gamma, gamma'[, gamma2]), scheme, seed.
 
 A run directory (assembled under a temporary name, renamed when complete):
 
     runs/<hash>/config.json   the run's settings (what its hash is computed from)
                 curve.npz     step, time (sum of step sizes), loss at every step
-                neurons.npz   final a, w, b of (up to 10^4 of) the first copy's neurons
+                neurons.npz   two layers: final a, w, b of (up to 10^4 of) the first copy's neurons;
+                              three: w1, w1_0 (m, 2), a (m), w2_out / w2_in (column / row norms of W2)
                 meta.json     status, the summary row (under "sweep"), provenance
 """
 
@@ -22,31 +24,23 @@ from typing import Any
 
 from ..records import atomic_write_json, atomic_write_npz, provenance
 from ..sweeps import Batch, BatchDone
-from ._param import SCHEMES, Scales, rescaled_time, scales
-from ._train import PhaseBatch, train_to_convergence
+from ._depth import THREE, TWO, Depth
+from ._runs import PhaseBatch
 
 TASK = "condlab.phase._task"
-SHARED = ("width", "activation", "asi", "x", "y", "tol", "max_steps", "c")  # one value per batch
-PER_RUN = ("gamma", "gamma_prime", "scheme", "seed")
 
 
-def run_scales(fields: dict[str, Any], m: int) -> Scales:
-    """A run's scales: the named scheme's at width m (d = 1), else the grid point's."""
-    if fields.get("scheme"):
-        return SCHEMES[fields["scheme"]].scales(m, 1)
-    return scales(fields["gamma"], fields["gamma_prime"], m)
+def depth_of(config: dict[str, Any]) -> Depth:
+    """The depth a batch's config trains ("task": "phase3" for three layers; two layers otherwise)."""
+    return THREE if config.get("task") == THREE.task else TWO
 
 
 def train_part(batch: Batch, progress: Any = None) -> PhaseBatch:
     """Train a batch's runs to convergence (one batched computation)."""
-    cfg = batch.config
-    m = int(cfg["width"])
+    depth, m = depth_of(batch.config), int(batch.config["width"])
     fields = [f for _, f in batch.runs]
-    return train_to_convergence(
-        m, [run_scales(f, m) for f in fields], [int(f["seed"]) for f in fields],
-        x=tuple(cfg["x"]), y=tuple(cfg["y"]), activation=cfg["activation"], asi=bool(cfg["asi"]),
-        tol=float(cfg["tol"]), max_steps=int(cfg["max_steps"]), c=float(cfg["c"]),
-        progress=_Capped(progress, batch.epochs))
+    return depth.train(m, [depth.run_scales(f, m) for f in fields], [int(f["seed"]) for f in fields],
+                       progress=_Capped(progress, batch.epochs), **depth.settings(batch.config))
 
 
 class _Capped:
@@ -61,21 +55,15 @@ class _Capped:
             self.left -= n
 
 
-def summary(run, s: Scales) -> dict[str, Any]:
-    """The table row of one run."""
-    return {"rd_w": run.rd_w, "rd_a": run.rd_a, "final_loss": run.loss, "steps": run.steps,
-            "converged": run.converged, "time": run.time, "rescaled_time": rescaled_time(run.time, s)}
-
-
 def write_part(batch: Batch, result: PhaseBatch, runs_dir: str) -> BatchDone:
     """Write every run of a trained batch to runs_dir/<hash>; nothing when it was interrupted."""
     if result.interrupted:
         return BatchDone(batch.key, {}, result.seconds, interrupted=True)
     rows: dict[str, dict[str, Any]] = {}
-    m = int(batch.config["width"])
+    depth, m = depth_of(batch.config), int(batch.config["width"])
     prov = provenance()  # once: it asks git for the commit
     for (h, fields), run in zip(batch.runs, result.runs, strict=True):
-        row = summary(run, run_scales(fields, m))
+        row = depth.summary(run, depth.run_scales(fields, m))
         _write_run(Path(runs_dir) / h, {**batch.config, **fields}, run,
                    {"status": run.status, "sweep": {"hash": h, "batch": batch.key, "summary": row},
                     **prov})

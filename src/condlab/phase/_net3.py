@@ -1,13 +1,13 @@
-"""Train three-layer ReLU networks of the phase diagram to convergence: full-batch GD, a stable step.
+"""The three-layer network of the phase diagram: its weights, loss, gradients and step bound.
 
-Network (see _three.py): f(x) = (1/alpha) sum_k a_k relu((W2 relu(W1 x~))_k), x~ = (x, 1), both hidden
+Network (see _param.py): f(x) = (1/alpha) sum_k a_k relu((W2 relu(W1 x~))_k), x~ = (x, 1), both hidden
 layers of width m, loss R = (1/2n) sum_i (f(x_i) - y_i)^2, float64. With the antisymmetric
 initialization (ASI) the network is the sum of two copies with the same W1, W2 and negated a, so
 f = 0 at the start; each copy has its own parameters (2 x (2m + m^2 + m) weights).
 
-Step size, as in the two-layer trainer: eta = c / (lambda_max(G) + B), c halved (per run) whenever
-the loss rises. G = (1/n) J J^T is the exact n x n Gram matrix of the tangent kernel (the Gauss-Newton
-part of the Hessian has the same top eigenvalue); per layer
+Step bound (the trainer's step is eta = c / (lambda_max(G) + B), _train.py). G = (1/n) J J^T is
+the exact n x n Gram matrix of the tangent kernel (the Gauss-Newton part of the Hessian has the same
+top eigenvalue); per layer
 
     n alpha^2 G = h2^T h2  +  (q^T q) o (h1^T h1)  +  (p^T p) o (x~ x~^T),
     q_ki = a_k relu'(z2_ki),   p_ji = relu'(z1_ji) (W2^T q)_ji,
@@ -21,46 +21,17 @@ and B is their sum (the max over copies). ||W2||_2 <= ||W2(0)||_2 + sum_t eta_t 
 length, which bounds ||W2 - W2(0)||_F without a pass over W2), ||W2(0)||_2 from an SVD when m <= 256,
 else 30 power iterations times 1.1 (an estimate, not a bound; c halving is the backstop). Only ReLU
 is supported: other activations add sigma'' terms this bound omits.
-
-The weight changes are accumulated in their own buffers (dW += -eta g), as in the two-layer trainer.
 """
 
 from __future__ import annotations
 
-import math
-import time
-from dataclasses import dataclass, field
-
 import numpy as np
 import torch
 
-from ._three import Scales3
-from ._train import AUTHORS_X, AUTHORS_Y
+from ._param import Scales3
+from ._runs import Runs
 
 EXACT_NORM_MAX_M = 256  # ||W2(0)||_2 by SVD up to this width, by power iteration above
-
-
-@dataclass
-class Phase3Run:
-    """One training run: per layer RD = ||theta(T) - theta(0)|| / ||theta(0)|| over the first copy."""
-
-    rd_w1: float                # first hidden layer, weight and bias
-    rd_w2: float                # second hidden layer (m x m)
-    rd_a: float                 # output layer
-    loss: float
-    steps: int
-    converged: bool
-    status: str                 # "complete", "diverged" or "interrupted"
-    time: float                 # sum of the step sizes
-    curve: dict[str, np.ndarray] = field(default_factory=dict)
-    neurons: dict[str, np.ndarray] = field(default_factory=dict)
-
-
-@dataclass
-class Phase3Batch:
-    runs: list[Phase3Run]
-    seconds: float
-    interrupted: bool = False
 
 
 def init_params3(m: int, scales: list[Scales3], seeds: list[int],
@@ -95,11 +66,14 @@ def spectral_norm(w: torch.Tensor) -> torch.Tensor:
     return 1.1 * torch.bmm(w, v).norm(dim=(1, 2))
 
 
-class _State3:
-    """Runs still training. Per net (B = R x C): W1, W2, a, their changes, norms at the start.
-    Per run (R): alpha, c, previous loss, time, index into the input order."""
+class ThreeLayer(Runs):
+    """The three-layer runs still training. Per net (B = R x C copies): W1, W2, a, their changes,
+    norms at the start; per run (R): what Runs keeps."""
+
+    LAYERS = ("w1", "w2", "a")  # RD of W1 (with bias), W2, the output layer a
 
     def __init__(self, w1, w2, a, alpha: torch.Tensor, c: float, copies: int):
+        super().__init__(alpha, c)
         self.w1, self.w2, self.a = w1, w2, a
         self.dw1, self.dw2, self.da = torch.zeros_like(w1), torch.zeros_like(w2), torch.zeros_like(a)
         self.n1, self.n2, self.na = w1.norm(dim=(1, 2)), w2.norm(dim=(1, 2)), a.norm(dim=1)
@@ -107,19 +81,27 @@ class _State3:
         self.path2 = torch.zeros_like(self.n2)   # sum of eta ||grad W2||_F >= ||W2 - W2(0)||_F
         self.w1_0, self.w2_out0 = w1.clone(), w2.norm(dim=1)  # W1(0); column norms of W2(0)
         self.copies = copies
-        self.alpha = alpha
-        self.c = torch.full_like(alpha, c)
-        self.prev_loss = torch.full_like(alpha, math.inf)
-        self.time = torch.zeros_like(alpha)
-        self.index = torch.arange(len(alpha))
 
-    def keep(self, mask: torch.Tensor) -> None:
+    @classmethod
+    def start(cls, m: int, scales: list[Scales3], seeds: list[int], *, asi: bool, alpha: torch.Tensor,
+              c: float, activation: str) -> ThreeLayer:
+        """The runs at their initialization (init_params3); ReLU only."""
+        if activation != "relu":
+            raise ValueError(f"activation '{activation}' is not accepted for three layers: only relu "
+                             "(the step's Hessian bound omits sigma'' terms)")
+        return cls(*init_params3(m, scales, seeds, asi), alpha, c, 2 if asi else 1)
+
+    def keep(self, mask: torch.Tensor, grads: list) -> list:
+        super().keep(mask, grads)
         per_net = mask.repeat_interleave(self.copies)
         for name in ("w1", "w2", "a", "dw1", "dw2", "da", "n1", "n2", "na", "w2norm0", "path2", "w1_0",
                      "w2_out0"):
             setattr(self, name, getattr(self, name)[per_net])
-        for name in ("alpha", "c", "prev_loss", "time", "index"):
-            setattr(self, name, getattr(self, name)[mask])
+        g1, (d2, h1, g2norm), ga = grads
+        return [g1[per_net], (d2[per_net], h1[per_net], g2norm[per_net]), ga[per_net]]
+
+    def loss_grad_bound(self, xt: torch.Tensor, yt: torch.Tensor):
+        return loss_grad_bound3(self, xt, yt)
 
     def step(self, eta: torch.Tensor, grads: list) -> None:
         """One GD step. The W2 gradient comes as its factors (d2, h1), g2 = d2^T h1: W2 and its change
@@ -135,8 +117,21 @@ class _State3:
         self.path2 += eta.repeat_interleave(self.copies) * g2norm
         self.time += eta
 
+    def rd(self, j: int) -> dict[str, float]:
+        """RD of each layer of active run j, over its first copy."""
+        b = j * self.copies
+        return {"w1": float(self.dw1[b].norm() / self.n1[b]), "w2": float(self.dw2[b].norm() / self.n2[b]),
+                "a": float(self.da[b].norm() / self.na[b])}
 
-def loss_grad_bound3(st: _State3, xt: torch.Tensor, yt: torch.Tensor):
+    def neurons(self, j: int) -> dict[str, np.ndarray]:
+        """First copy: W1 and W1(0) (m, 2), a (m), column / row norms of W2 and column norms of W2(0)."""
+        b = j * self.copies
+        return {"w1": self.w1[b].numpy().copy(), "w1_0": self.w1_0[b].numpy().copy(),
+                "a": self.a[b].numpy().copy(), "w2_out": self.w2[b].norm(dim=0).numpy().copy(),
+                "w2_in": self.w2[b].norm(dim=1).numpy().copy(), "w2_out_0": self.w2_out0[b].numpy().copy()}
+
+
+def loss_grad_bound3(st: ThreeLayer, xt: torch.Tensor, yt: torch.Tensor):
     """Loss (R,), gradients [W1 (B, m, 2), W2 as (d2, h1, ||g2||_F), a (B, m)], Hessian bound (R,).
 
     Activations are laid out (B, n, m), neurons contiguous: the two products with W2 then read it in
@@ -175,78 +170,3 @@ def loss_grad_bound3(st: _State3, xt: torch.Tensor, yt: torch.Tensor):
     res = (b_a2 + b_a1 + b_21).view(-1, cp).amax(1)
     bound = torch.linalg.eigvalsh(gram)[:, -1] + res
     return loss, [g1, (d2, h1, g2norm), ga], bound.clamp_min(1e-300)
-
-
-def train3_to_convergence(
-    m: int,
-    scales: list[Scales3],
-    seeds: list[int],
-    *,
-    x: tuple[float, ...] = AUTHORS_X,
-    y: tuple[float, ...] = AUTHORS_Y,
-    asi: bool = True,
-    tol: float = 1e-6,
-    max_steps: int = 20_000,
-    c: float = 1.0,
-    progress=None,
-) -> Phase3Batch:
-    """Train R three-layer runs of width m until R < tol or `max_steps`; one Phase3Run each.
-
-    x, y: the 1-D training set (n points). Runs that converge leave the batch.
-    """
-    start = time.perf_counter()
-    if len(scales) != len(seeds):
-        raise ValueError(f"{len(scales)} scales for {len(seeds)} seeds: give one of each per run")
-    xt = torch.tensor([[v, 1.0] for v in x], dtype=torch.float64)
-    yt = torch.tensor(y, dtype=torch.float64)
-    alpha = torch.tensor([s.alpha for s in scales], dtype=torch.float64)
-    st = _State3(*init_params3(m, scales, seeds, asi), alpha, c, 2 if asi else 1)
-    results: list[Phase3Run | None] = [None] * len(scales)
-    hist = torch.full((max_steps + 1, len(scales), 2), float("nan"), dtype=torch.float64)
-    interrupted = False
-    try:
-        for step in range(max_steps + 1):
-            loss, grads, bound = loss_grad_bound3(st, xt, yt)
-            hist[step, st.index, 0] = loss
-            hist[step, st.index, 1] = st.time
-            done = (loss < tol) | ~torch.isfinite(loss) | (step == max_steps)
-            if done.any():
-                _finish3(st, done, loss, step, tol, hist, results)
-                if bool(done.all()):
-                    break
-                per_net = (~done).repeat_interleave(st.copies)
-                loss, bound = loss[~done], bound[~done]
-                g1, (d2, h1, g2norm), ga = grads
-                grads = [g1[per_net], (d2[per_net], h1[per_net], g2norm[per_net]), ga[per_net]]
-                st.keep(~done)
-            st.c = torch.where(loss > st.prev_loss, st.c * 0.5, st.c)  # the loss rose: halve c
-            st.prev_loss = loss
-            st.step(st.c / bound, grads)
-            if progress is not None:
-                progress.update(1)
-    except KeyboardInterrupt:
-        interrupted = True
-    runs = [r if r is not None else _empty3() for r in results]
-    return Phase3Batch(runs, time.perf_counter() - start, interrupted)
-
-
-def _finish3(st: _State3, done, loss, step: int, tol: float, hist, results) -> None:
-    """Record the runs in `done` (a mask over the active runs); RD over each run's first copy."""
-    for j in torch.nonzero(done).flatten().tolist():
-        r, b = int(st.index[j]), j * st.copies
-        lv = float(loss[j])
-        curve = hist[: step + 1, r].numpy()
-        results[r] = Phase3Run(
-            float(st.dw1[b].norm() / st.n1[b]), float(st.dw2[b].norm() / st.n2[b]),
-            float(st.da[b].norm() / st.na[b]), lv, step, bool(lv < tol),
-            "complete" if math.isfinite(lv) else "diverged", float(st.time[j]),
-            curve={"step": np.arange(step + 1), "loss": curve[:, 0].copy(), "time": curve[:, 1].copy()},
-            neurons={"w1": st.w1[b].numpy().copy(), "w1_0": st.w1_0[b].numpy().copy(),
-                     "a": st.a[b].numpy().copy(), "w2_out": st.w2[b].norm(dim=0).numpy().copy(),
-                     "w2_in": st.w2[b].norm(dim=1).numpy().copy(),
-                     "w2_out_0": st.w2_out0[b].numpy().copy()},
-        )
-
-
-def _empty3() -> Phase3Run:
-    return Phase3Run(math.nan, math.nan, math.nan, math.nan, 0, False, "interrupted", 0.0)
