@@ -223,7 +223,7 @@ def test_cli_rejects_four_layers_and_bad_specs(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(Path(condlab.__file__).parents[1]))
     bad = tmp_path / "bad.yaml"
     bad.write_text("gamas: [1]\n")
-    for args, start in [(["--layers", "4"], "condlab: error: --layers 4 is not accepted"),
+    for args, start in [(["--depth", "4"], "condlab: error: --depth 4 is not accepted"),
                         (["--spec", str(bad)], "condlab: error: unknown diagram spec key 'gamas'")]:
         proc = subprocess.run([sys.executable, "-m", "condlab", "phase-diagram", *args, "--out",
                                str(tmp_path / "o")], capture_output=True, text=True, env=env)
@@ -411,11 +411,11 @@ def test_cli_layers_3_runs_a_spec_and_rejects_what_it_cannot_do(tmp_path, capsys
     assert main(args) == 0  # the spec's `layers: 3` picks the three-layer diagram
     assert "w1:" in capsys.readouterr().out and (tmp_path / "o" / "regimes.csv").is_file()
     spec.write_text("activation: tanh\n")
-    assert main(["phase-diagram", "--layers", "3", *args[1:]]) == 2
+    assert main(["phase-diagram", "--depth", "3", *args[1:]]) == 2
     err = capsys.readouterr().err
     assert "only relu" in err and len(err.strip().splitlines()) == 1
-    assert main(["phase-diagram", "--layers", "4", "--smoke"]) == 2
-    assert "--layers 4" in capsys.readouterr().err
+    assert main(["phase-diagram", "--depth", "4", "--smoke"]) == 2
+    assert "--depth 4" in capsys.readouterr().err
     assert main(["phase-diagram", "--gamma2", "0.5", "--smoke"]) == 2
     assert "--gamma2 0.5" in capsys.readouterr().err
 

@@ -398,22 +398,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("phase-diagram", help="phase diagram of condensation via sweeps: two layers "
-                       "(JMLR 2021) or three (--layers 3)")
+                       "(JMLR 2021) or three (--depth 3)")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--smoke", action="store_true", help="5x5 grid, widths 1e2-1e4, 1 seed (CI, < 1 min)")
     size.add_argument("--quick", action="store_true", help="9x9 grid, widths 1e3-1e5, 2 seeds")
     p.add_argument("--target", default="authors", choices=["authors", "harder"],
                    help="authors: 3 points x=-0.5,0,0.5, y=-0.5,0,1 (default); harder: 4 alternating points")
-    p.add_argument("--layers", type=int,
+    p.add_argument("--depth", dest="layers", type=int,
                    help="2: the JMLR two-layer diagram (default, or a --spec's `layers:`); 3: the empirical "
                    "three-layer diagram "
                    "(per-layer regimes of W1, W2, a; smoke: widths 64-256, quick: 64-512)")
     p.add_argument("--gamma2", type=float, metavar="G2",
-                   help="with --layers 3: the slice gamma2 (middle layer's scale; default 0, see docs)")
+                   help="with --depth 3: the slice gamma2 (middle layer's scale; default 0, see docs)")
     p.add_argument("--spec", help="a diagram spec YAML (gammas, gamma_primes, widths, seeds, schemes, "
                    "target, tol, max_steps; see docs/phase_diagram.md) instead of a preset")
     p.add_argument("--out", help="output directory (default runs/phase-MODE-TARGET, runs/phase3-MODE-TARGET "
-                   "with --layers 3); reused to resume")
+                   "with --depth 3); reused to resume")
     p.add_argument("--executor", default="local", choices=["local", "ray"])
     p.add_argument("--address", help="Ray cluster address (default: a local Ray)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -67,7 +67,7 @@ class DiagramSpec:
             raise ConfigError(f"target '{self.target}' is not accepted: choose one of {', '.join(TARGETS)}")
         # a depth whose batches carry no activation trains ReLU only (three layers)
         if "activation" not in depth.shared and self.activation != "relu":
-            raise ConfigError(f"activation '{self.activation}' is not accepted for --layers {depth.layers}: "
+            raise ConfigError(f"activation '{self.activation}' is not accepted for --depth {depth.layers}: "
                               "only relu (the step's Hessian bound omits sigma'' terms)")
         unknown = [s for s in self.schemes if s not in depth.schemes]
         if unknown:

@@ -86,19 +86,19 @@ def phase_diagram_cli(args) -> int:
 
 
 def _cli_spec(args) -> DiagramSpec:
-    """The spec the command line asks for: --spec FILE or a preset, of --layers (else the spec's)."""
+    """The spec the command line asks for: --spec FILE or a preset, of --depth (else the spec's)."""
     from ..training import ConfigError
 
     layers = args.layers if getattr(args, "layers", None) is not None else \
         _spec_layers(args.spec) if args.spec else 2  # not given: the spec's `layers:`, else 2
     if layers not in SPECS:
-        raise ConfigError(f"--layers {layers} is not accepted: choose 2 (JMLR 2021) or 3 (empirical)")
+        raise ConfigError(f"--depth {layers} is not accepted: choose 2 (JMLR 2021) or 3 (empirical)")
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     spec = load_diagram_spec(args.spec, SPECS[layers]) if args.spec else \
         preset_spec(mode, args.target, layers)
     gamma2 = getattr(args, "gamma2", None)
     if gamma2 is not None and "gamma2" not in spec.depth.coords:
-        raise ConfigError(f"--gamma2 {gamma2} is not accepted with --layers {layers}: only with 3")
+        raise ConfigError(f"--gamma2 {gamma2} is not accepted with --depth {layers}: only with 3")
     if gamma2 is not None and gamma2 != spec.gamma2:
         spec.gamma2 = float(gamma2)
         spec.name += f"-gamma2{spec.gamma2:+g}"
