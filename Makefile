@@ -23,8 +23,9 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed
 
-demo: setup  ## the main job: reproduce the paper's Fig. 3 (3 data draws x 3 init seeds), with a verdict on each claim
+demo: setup  ## the main job: reproduce the paper's Fig. 3 (3 data draws x 3 init seeds), with a verdict on each claim; then its HTML page
 	$(BIN)/condlab reproduce fig3
+	$(BIN)/condlab report runs/reproduce/latest --out runs/reproduce/latest/report.html
 
 demo-all: setup  ## every experiment of the documents, quick mode, with a summary table
 	$(BIN)/condlab reproduce all --quick

@@ -90,8 +90,8 @@ if TYPE_CHECKING:  # static tools see the names; at run time __getattr__ imports
 
 
 # public subpackages, loaded on first use: `condlab.embed.split(...)`
-_SUBMODULES = ("activations", "analysis", "embed", "models", "phase", "plotting", "records", "reproduce",
-               "sweeps", "training")
+_SUBMODULES = ("activations", "analysis", "embed", "models", "phase", "plotting", "records", "report",
+               "reproduce", "sweeps", "training")
 
 
 def __getattr__(name: str) -> Any:

@@ -205,6 +205,18 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return run_inspect(args)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    import time
+
+    from .report import detect, write_report
+
+    start = time.perf_counter()
+    kind = detect(Path(args.path))
+    out = write_report(args.path, args.out)
+    print(f"{kind} report ({out.stat().st_size / 1e6:.2f} MB, {time.perf_counter() - start:.1f} s): {out}")
+    return 0
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from ._guards import point_latest, reproduce_out
     from .reproduce import EXPERIMENTS, check_data_dir, reproduce, reproduce_all, summary_rows, unknown
@@ -366,6 +378,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output directory (default: RUN/reduce/epochE)")
     p.add_argument("--json", action="store_true", help="print the reduction as JSON")
     p.set_defaults(func=cmd_reduce)
+
+    p = sub.add_parser("report", help="one self-contained HTML page of a result (opens from disk, "
+                       "fetches nothing)")
+    p.add_argument("path", help="a run or batch folder (condlab train), a sweep folder, a reproduce folder "
+                   "(one experiment or all), a phase diagram, an `inspect --out` folder or a Tracker record")
+    p.add_argument("--out", metavar="FILE.html", help="the page to write (default: PATH/report.html); an "
+                   "earlier condlab report there is replaced, any other file is refused")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("presets", help="list named configs (the paper's figure settings)")
     p.add_argument("--json", action="store_true", help="print JSON (the presets' settings)")

@@ -29,6 +29,12 @@ class DiagramResult:
     schemes: dict[str, Any] = field(default_factory=dict)
     comparison: dict[str, Any] = field(default_factory=dict)
 
+    def _repr_html_(self) -> str:
+        """The diagram's page as HTML (Jupyter shows it): the body of its `condlab report` page."""
+        import condlab  # its lazy `report` attribute: report reads records, so they do not import it
+
+        return condlab.report.html_body(self)
+
 
 def phase_diagram(spec: DiagramSpec, *, out: str | Path, executor: str = "local", address: str | None = None,
                   progress: bool = False) -> DiagramResult:

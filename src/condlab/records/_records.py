@@ -152,6 +152,12 @@ class Run:
         return FCNet(self.architecture,
                      [torch.as_tensor(np.array(self.full_weights[k][i]), dtype=dtype) for k in self.names])
 
+    def _repr_html_(self) -> str:
+        """This run as HTML (Jupyter shows it): the body of its `condlab report` page."""
+        import condlab  # its lazy `report` attribute: report reads records, so they do not import it
+
+        return condlab.report.html_body(self)
+
 
 @dataclass
 class RunResult:
@@ -174,6 +180,12 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return all(r.status == "complete" for r in self.runs)
+
+    def _repr_html_(self) -> str:
+        """This batch as HTML (Jupyter shows it): the body of its `condlab report` page."""
+        import condlab  # its lazy `report` attribute: report reads records, so they do not import it
+
+        return condlab.report.html_body(self)
 
 
 def write_run(run: Run, path: Path) -> Path:

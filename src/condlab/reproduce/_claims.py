@@ -276,6 +276,12 @@ class ExperimentResult:
         atomic_write_json(out / "claims.json", self.to_dict())
         return out / "claims.json"
 
+    def _repr_html_(self) -> str:
+        """The verdicts, panels and figures as HTML (Jupyter shows it): its `condlab report` page body."""
+        import condlab  # its lazy `report` attribute: report reads records, so they do not import it
+
+        return condlab.report.html_body(self)
+
 
 def _compact(values: Any) -> str:
     if isinstance(values, dict):

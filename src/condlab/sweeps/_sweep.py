@@ -67,6 +67,12 @@ class SweepResult:
 
         return pd.DataFrame(self.rows, columns=self.columns)
 
+    def _repr_html_(self) -> str:
+        """The sweep's table and plot as HTML (Jupyter shows it): the body of its `condlab report` page."""
+        import condlab  # its lazy `report` attribute: report reads records, so they do not import it
+
+        return condlab.report.html_body(self)
+
 
 def sweep(
     spec: str | Path | dict[str, Any],

@@ -1,0 +1,152 @@
+"""Which result a folder holds, the page for it, and writing that page (``condlab report``).
+
+The kinds, by the file that identifies them (first match wins):
+
+    run         meta.json          a run record of `condlab train`, a sweep run (a Tracker's: below)
+    tracker     meta.json with "architecture": "external"    a condlab.Tracker record
+    batch       batch.json         a `condlab train` batch
+    inspect     inspect.json       a `condlab inspect --out` folder
+    phase       regimes.csv and claims.json                  a phase diagram (two or three layers)
+    experiment  claims.json        one `condlab reproduce NAME` folder
+    sweep       plan.json and results.csv                    a `condlab sweep` folder
+    collection  sub-folders with claims.json                 `reproduce all`, runs/reproduce/latest
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from . import _html as h
+
+KINDS = ("run", "tracker", "batch", "inspect", "phase", "experiment", "sweep", "collection")
+WHAT = ("a run or batch folder (condlab train), a sweep folder, a reproduce folder (one experiment or "
+        "all), a phase diagram, an `inspect --out` folder or a Tracker record")
+
+
+def _experiments(folder: Path) -> list[Path]:
+    """Experiment folders inside `folder`, in summary.csv's order where there is one."""
+    found = [p.parent for p in folder.glob("*/claims.json") if not (p.parent / "regimes.csv").exists()]
+    order: list[str] = []
+    if (folder / "summary.csv").is_file():
+        import csv
+
+        with open(folder / "summary.csv", newline="") as fh:
+            order = list(dict.fromkeys(r.get("experiment", "") for r in csv.DictReader(fh)))
+    rank = {name: i for i, name in enumerate(order)}
+    return sorted(found, key=lambda p: (rank.get(p.name, len(rank)), p.name))
+
+
+def detect(path: Path) -> str:
+    """The kind of result in folder `path` (KINDS), or a one-line ValueError saying what is accepted."""
+    if not path.exists():
+        raise ValueError(f"'{path}' does not exist: give {WHAT}")
+    if not path.is_dir():
+        raise ValueError(f"'{path}' is a file: give the folder that holds the result ({WHAT})")
+    if path.name.endswith(".partial"):
+        raise ValueError(f"'{path}' is an unfinished run (its .partial folder was never completed)")
+    if (path / "meta.json").is_file():
+        try:
+            meta = json.loads((path / "meta.json").read_text())
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            meta = {}
+        return "tracker" if isinstance(meta, dict) and meta.get("architecture") == "external" else "run"
+    for kind, files in (("batch", ["batch.json"]), ("inspect", ["inspect.json"]),
+                        ("phase", ["regimes.csv", "claims.json"]), ("experiment", ["claims.json"]),
+                        ("sweep", ["plan.json", "results.csv"])):
+        if all((path / f).is_file() for f in files):
+            return kind
+    if _experiments(path):
+        return "collection"
+    raise ValueError(f"'{path}' holds no condlab result: give {WHAT}")
+
+
+def build(path: Path) -> tuple[str, h.Ids, str]:
+    """(title, ids, content) of the page for the result in `path`."""
+    from ._claims import collection_body, experiment_body, read_claims
+    from ._run import batch_body, run_body
+    from ._tables import inspect_body, phase_body, sweep_folder_body
+
+    kind, ids = detect(path), h.Ids()
+    if kind in ("run", "tracker"):
+        from .._record_load import load_run
+
+        content = run_body(ids, load_run(path))
+    elif kind == "batch":
+        content = batch_body(ids, path)
+    elif kind == "inspect":
+        content = inspect_body(ids, path)
+    elif kind == "phase":
+        content = phase_body(ids, path)
+    elif kind == "experiment":
+        content = experiment_body(ids, read_claims(path), path)
+    elif kind == "sweep":
+        content = sweep_folder_body(ids, path)
+    else:
+        experiments = _experiments(path)
+        content = (experiment_body(ids, read_claims(experiments[0]), experiments[0]) if len(experiments) == 1
+                   else collection_body(ids, path, experiments))
+    return f"condlab {kind}: {path.resolve().name}", ids, content
+
+
+def render_page(path: str | Path) -> str:
+    """The whole self-contained HTML page for the result in folder `path`."""
+    title, ids, content = build(Path(path))
+    return h.page(title, ids, content)
+
+
+def check_replaceable(out: Path) -> None:
+    """Refuse to write over a file that is not an earlier condlab report (nothing a user has is lost)."""
+    if out.is_dir():
+        raise ValueError(f"--out '{out}' is a folder: give a file name, e.g. {out / 'report.html'}")
+    if not out.exists():
+        return
+    with open(out, "rb") as fh:
+        head = fh.read(2048)
+    if f'name="generator" content="{h.GENERATOR}'.encode() not in head:
+        raise ValueError(f"'{out}' exists and is not a condlab report: choose another --out, or move it")
+
+
+def write_report(path: str | Path, out: str | Path | None = None) -> Path:
+    """Write the page for the result in `path` to `out` (default PATH/report.html), atomically.
+
+    An earlier condlab report there is replaced; any other file is refused.
+    """
+    from .._io import atomic_write_text
+
+    path = Path(path)
+    target = Path(out) if out is not None else path / "report.html"
+    check_replaceable(target)
+    text = render_page(path)
+    atomic_write_text(target, text)
+    return target
+
+
+def html_body(result: Any) -> str:
+    """The page body of a result object (Jupyter's ``_repr_html_``): Run, RunResult, SweepResult,
+    ExperimentResult, DiagramResult, or a path to a result folder."""
+    from ._claims import experiment_body
+    from ._run import batch_body, run_body
+    from ._tables import phase_body, sweep_body
+
+    ids = h.Ids()
+    kind = type(result).__name__
+    if isinstance(result, str | Path):
+        _, ids, content = build(Path(result))
+    elif kind == "Run":
+        content = run_body(ids, result)
+    elif kind == "RunResult":
+        content = batch_body(ids, Path(result.out)) if result.out is not None else \
+            "".join(run_body(ids, r) for r in result.runs[:16])
+    elif kind == "SweepResult":
+        rows = [[row.get(c) for c in result.columns] for row in result.rows]
+        content = sweep_body(ids, result.out, result.columns, rows, result.plan.name, result.plan.columns)
+    elif kind == "ExperimentResult":
+        folder = Path(result.figures[0]).parent if result.figures else None
+        content = experiment_body(ids, result.to_dict(), folder)
+    elif kind in ("DiagramResult", "Diagram3Result"):
+        content = phase_body(ids, Path(result.sweep.out))
+    else:
+        raise TypeError(f"condlab report cannot show a {kind}: give a result folder or a condlab result")
+    return h.body(ids, content)
