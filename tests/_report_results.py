@@ -1,7 +1,8 @@
 """Small results of every kind `condlab report` reads, built in seconds (tiny trains, few epochs).
 
-Shared by tests/test_report.py and tests/test_report_browser.py; each builder writes into the
-folder it is given and returns the result's folder.
+Shared by tests/test_report.py and tests/test_report_browser.py through the session fixture
+`report_results` (tests/conftest.py): `Built` makes each result the first time a test asks for
+it, once per test session. Each builder writes into the folder it is given.
 """
 
 from __future__ import annotations
@@ -98,3 +99,29 @@ def tracked(out: Path) -> Path:
             opt.step()
             tracker.step(epoch, loss)
     return out / "tracker"
+
+
+class Built:
+    """kind -> folder of that result, built on first use: run, batch, experiment, collection, sweep,
+    phase, inspect, tracker; and experiment_result / sweep_result, the objects the API returned."""
+
+    def __init__(self, out: Path):
+        self.out, self.made = out, {}
+
+    def __getitem__(self, kind: str):
+        if kind not in self.made:
+            self.made.update(self._build(kind))
+        return self.made[kind]
+
+    def _build(self, kind: str) -> dict:
+        if kind in ("run", "batch"):
+            folder = batch(self.out)
+            return {"batch": folder, "run": folder / "seed0"}
+        if kind in ("experiment", "experiment_result"):
+            folder, result = experiment(self.out)
+            return {"experiment": folder, "experiment_result": result}
+        if kind in ("sweep", "sweep_result"):
+            folder, result = sweep(self.out)
+            return {"sweep": folder, "sweep_result": result}
+        builders = {"collection": collection, "phase": phase, "inspect": inspected, "tracker": tracked}
+        return {kind: builders[kind](self.out)}

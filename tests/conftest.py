@@ -39,3 +39,12 @@ def pytest_collection_modifyitems(config, items):
     if collected:
         raise pytest.UsageError(f"the default suite collected {len(collected)} whole experiment(s), "
                                 f"e.g. {collected[0]}: they run in `make test-slow` (-m experiment)")
+
+
+@pytest.fixture(scope="session")
+def report_results(tmp_path_factory):
+    """Small results of every kind `condlab report` reads, each built on first use
+    (tests/_report_results.py; shared by test_report.py and test_report_browser.py)."""
+    from _report_results import Built
+
+    return Built(tmp_path_factory.mktemp("report-results"))

@@ -10,28 +10,21 @@ benchmarks/bench_report.py, not here.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import condlab
-from _report_results import batch, collection, experiment, inspected, phase, sweep, sweep256, tracked
+from _report_results import sweep256
 from condlab._cli import main
 from condlab.report import detect, html_body, render_page, write_report
 
 MAX_BYTES = 20_000_000  # issue 21: a page stays <= 20 MB for a 256-run sweep and a width-10^5 run
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("results")
-    folder = batch(out)
-    exp_folder, exp = experiment(out)
-    sweep_folder, sweep_result = sweep(out)
-    return {"batch": folder, "run": folder / "seed0", "experiment": exp_folder, "experiment_result": exp,
-            "collection": collection(out), "sweep": sweep_folder, "sweep_result": sweep_result,
-            "phase": phase(out), "inspect": inspected(out), "tracker": tracked(out)}
+@pytest.fixture
+def results(report_results):
+    return report_results  # tests/conftest.py: built once per session, on first use
 
 
 KINDS = ["run", "batch", "experiment", "collection", "sweep", "phase", "inspect", "tracker"]
