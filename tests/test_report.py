@@ -122,7 +122,7 @@ def test_wide_run_page_samples_rows_and_stays_light(tmp_path):
     assert out.stat().st_size <= MAX_BYTES
     sizes = [int(n) for n in re.findall(r'<svg class="clr-hm" viewBox="0 0 (\d+) ', text)]
     assert sizes == [256] * 4
-    assert "256 of 100000 rows sampled" in text
+    assert "in a sample of 256 of 100000 rows" in text
 
 
 def test_sweep_of_256_runs_stays_light(tmp_path):

@@ -89,7 +89,7 @@ def maps_note(opens_at: str) -> str:
     """How the maps are ordered, marked and sampled, and where each slider opens."""
     return ("<p class='clr-note'>Ordered by the count of each snapshot (count_orientations, default "
             "thresholds, no stability sweep); each counted line is outlined, arcs dashed. Layers of more "
-            f"than {MAX_ROWS} rows show a seeded sample of {MAX_ROWS} rows (docs/report.md). "
+            f"than {MAX_ROWS} rows show, and count, a seeded sample of {MAX_ROWS} rows (docs/report.md). "
             f"The slider opens at {opens_at}.</p>")
 
 
