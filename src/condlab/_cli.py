@@ -209,11 +209,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     import time
 
     from .report import detect, write_report
+    from .report._page import NAMES
 
     start = time.perf_counter()
-    kind = detect(Path(args.path))
+    kind = NAMES[detect(Path(args.path))]
     out = write_report(args.path, args.out)
-    print(f"{kind} report ({out.stat().st_size / 1e6:.2f} MB, {time.perf_counter() - start:.1f} s): {out}")
+    print(f"{kind} page ({out.stat().st_size / 1e6:.2f} MB, {time.perf_counter() - start:.1f} s): {out}")
     return 0
 
 

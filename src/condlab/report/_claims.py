@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _html as h
-from ._run import provenance
+from ._common import provenance
 
 MAX_BATCHES = 16
 VERDICT_COLUMNS = ["claim", "statement", "expected", "verdict", "pairs", "reason", "explained by"]

@@ -12,7 +12,9 @@ Wide layers stay light: above MAX_ROWS rows a map shows MAX_ROWS of them, drawn 
 frame costs the same at any width (counting 10^5 rows took 0.5 s a snapshot; a line of share
 >= 5 %, the counter's minimum, holds about 13 of 256 sampled rows). The whole layer's count is
 in the stored results (results.csv, analysis.json). Above MAX_FRAMES snapshots the slider shows
-MAX_FRAMES of them, evenly spaced, always with the first, the last and the run's analysis epoch.
+MAX_FRAMES of them, evenly spaced, always with the first, the last and the run's analysis epoch;
+a run with many layers (a Tracker record of a large model) gets FRAME_BUDGET maps in all, at
+least 2 snapshots a layer.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ._html import Ids, data_uri, esc
 
 MAX_ROWS = 256    # a map is drawn 260 px wide: more rows than pixels would add bytes, not detail
 MAX_FRAMES = 32
+FRAME_BUDGET = 192  # maps of one run: a model with many layers gets fewer snapshots per layer
 LEVELS = 101      # colours of the palette for D in [-1, 1]; one more, grey, for zero rows (NaN)
 
 
@@ -98,12 +101,14 @@ def frame_svg(W: np.ndarray, label: str = "") -> tuple[str, str]:
     return svg, count + sampled
 
 
-def frame_epochs(epochs: Sequence[int], keep: Sequence[int] = ()) -> list[int]:
-    """The snapshot epochs a slider shows: all, or MAX_FRAMES evenly spaced (first, last, `keep` kept)."""
+def frame_epochs(epochs: Sequence[int], keep: Sequence[int] = (), layers: int = 1) -> list[int]:
+    """The snapshot epochs a slider shows: all, or at most MAX_FRAMES (FRAME_BUDGET over all
+    `layers`) evenly spaced, the first, the last and `keep` among them."""
     epochs = [int(e) for e in epochs]
-    if len(epochs) <= MAX_FRAMES:
+    most = max(2 + len(keep), min(MAX_FRAMES, FRAME_BUDGET // max(layers, 1)))
+    if len(epochs) <= most:
         return epochs
-    picked = {epochs[int(i)] for i in np.linspace(0, len(epochs) - 1, MAX_FRAMES - len(keep)).round()}
+    picked = {epochs[int(i)] for i in np.linspace(0, len(epochs) - 1, most - len(keep)).round()}
     return sorted(picked | {int(e) for e in keep if e in epochs})
 
 

@@ -21,6 +21,8 @@ from typing import Any
 from . import _html as h
 
 KINDS = ("run", "tracker", "batch", "inspect", "phase", "experiment", "sweep", "collection")
+NAMES = {"run": "run", "tracker": "Tracker record", "batch": "batch", "inspect": "inspect",
+         "phase": "phase diagram", "experiment": "reproduce", "sweep": "sweep", "collection": "reproduce folder"}
 WHAT = ("a run or batch folder (condlab train), a sweep folder, a reproduce folder (one experiment or "
         "all), a phase diagram, an `inspect --out` folder or a Tracker record")
 
@@ -63,28 +65,24 @@ def detect(path: Path) -> str:
 
 
 def build(path: Path) -> tuple[str, h.Ids, str]:
-    """(title, ids, content) of the page for the result in `path`."""
-    from ._claims import collection_body, experiment_body, read_claims
-    from ._run import batch_body, run_body
-    from ._tables import inspect_body, phase_body, sweep_folder_body
+    """(title, ids, content) of the page for the result in `path`.
 
+    Each kind imports what it draws: table pages (sweep, phase, inspect) need neither torch nor
+    the counter, which pages with heat maps load."""
     kind, ids = detect(path), h.Ids()
-    if kind in ("run", "tracker"):
+    if kind in ("run", "tracker", "batch"):
         from .._record_load import load_run
+        from ._run import batch_body, run_body
 
-        content = run_body(ids, load_run(path))
-    elif kind == "batch":
-        content = batch_body(ids, path)
-    elif kind == "inspect":
-        content = inspect_body(ids, path)
-    elif kind == "phase":
-        content = phase_body(ids, path)
-    elif kind == "experiment":
-        content = experiment_body(ids, read_claims(path), path)
-    elif kind == "sweep":
-        content = sweep_folder_body(ids, path)
+        content = batch_body(ids, path) if kind == "batch" else run_body(ids, load_run(path))
+    elif kind in ("sweep", "phase", "inspect"):
+        from ._tables import inspect_body, phase_body, sweep_folder_body
+
+        content = {"sweep": sweep_folder_body, "phase": phase_body, "inspect": inspect_body}[kind](ids, path)
     else:
-        experiments = _experiments(path)
+        from ._claims import collection_body, experiment_body, read_claims
+
+        experiments = [path] if kind == "experiment" else _experiments(path)
         content = (experiment_body(ids, read_claims(experiments[0]), experiments[0]) if len(experiments) == 1
                    else collection_body(ids, path, experiments))
     return f"condlab {kind}: {path.resolve().name}", ids, content

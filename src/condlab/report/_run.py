@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 
 from . import _html as h
+from ._common import provenance, read_csv
 from ._heatmap import MAX_ROWS, frame_epochs, viewer
 
 MAX_RUNS = 16        # runs of a batch shown in detail (all are in its table)
+MANY_LAYERS = 4      # more hidden layers than this: a select shows one layer's maps at a time
 LOSS_POINTS = 800    # a loss curve longer than this is drawn at evenly spaced epochs (markers kept)
 
 
@@ -66,13 +68,18 @@ def _start_epoch(run: Any) -> int:
     return default_epoch(run)
 
 
+def _mapped_layers(run: Any) -> list[str]:
+    """The layers drawn: the hidden ones (every snapshot layer of a Tracker record)."""
+    return run.names if _external(run) else [n for n in run.names if n != "output"]
+
+
 def heatmap_viewers(ids: h.Ids, run: Any, prefix: str = "") -> list[str]:
     """One slider of cosine maps per hidden layer (every snapshot layer of a Tracker record)."""
     if not len(run.epochs) or not run.names:
         return ["<p class='clr-note'>no weight snapshots recorded</p>"]
-    names = run.names if _external(run) else [n for n in run.names if n != "output"]
+    names = _mapped_layers(run)
     start = _start_epoch(run)
-    epochs = frame_epochs(run.epochs, keep=(start,))
+    epochs = frame_epochs(run.epochs, keep=(start,), layers=len(names))
     out = []
     for name in names:
         frames = []
@@ -97,7 +104,10 @@ def heatmaps(ids: h.Ids, run: Any) -> str:
     """The heat-map section of a run page."""
     where = "the last snapshot" if _external(run) else "the last snapshot inside the initial stage"
     opens = f"{where} ({_start_epoch(run)})" if len(run.epochs) else where
-    return maps_note(opens) + f"<div class='clr-viewers'>{''.join(heatmap_viewers(ids, run))}</div>"
+    viewers, names = heatmap_viewers(ids, run), _mapped_layers(run)
+    if len(viewers) > MANY_LAYERS and len(viewers) == len(names):  # one layer at a time, chosen
+        return maps_note(opens) + h.switch(ids, "layer", list(zip(names, viewers, strict=True)))
+    return maps_note(opens) + f"<div class='clr-viewers'>{''.join(viewers)}</div>"
 
 
 def _analyses(path: Path | None) -> list[dict[str, Any]]:
@@ -137,18 +147,6 @@ def angles_table(ids: h.Ids, run: Any) -> str:
     table_id = ids.new("angles")
     return (h.filter_box(table_id) + h.scroll_table(ANGLE_COLUMNS, rows, table_id)
             + "<p class='clr-note'>angles: from each measured line to the nearest predicted line.</p>")
-
-
-def provenance(meta: dict[str, Any], config: dict[str, Any] | None, extra: tuple = ()) -> str:
-    """condlab version, git commit, time, device, seeds, and the config (collapsed)."""
-    prov = meta.get("provenance") or {}
-    items = [("condlab", prov.get("condlab")), ("git commit", prov.get("git_commit")),
-             ("created", prov.get("created")), ("device", meta.get("device")), ("dtype", meta.get("dtype")),
-             ("training seconds", meta.get("seconds")), *extra,
-             ("torch / numpy / python", "/".join(str(prov.get(k, "?")) for k in ("torch", "numpy", "python"))
-              if prov else None), ("platform", prov.get("platform"))]
-    cfg = h.details("config", h.pre_json(config)) if config else ""
-    return h.definitions(items) + cfg
 
 
 def run_sections(ids: h.Ids, run: Any, with_provenance: bool = True) -> str:
@@ -200,28 +198,6 @@ def tracker_sections(ids: h.Ids, run: Any) -> str:
             + h.filter_box(table_id, f"step={last}") + plot
             + h.scroll_table(columns, rows, table_id))
     return h.section("Per-layer condensation (Tracker)", body)
-
-
-def read_csv(path: Path) -> tuple[list[str], list[list[Any]]]:
-    """A results table as (columns, rows), numbers parsed, empty cells None."""
-    import csv
-
-    with open(path, newline="") as fh:
-        reader = csv.reader(fh)
-        columns = next(reader, [])
-        rows = [[_parse(v) for v in row] for row in reader]
-    return columns, rows
-
-
-def _parse(text: str) -> Any:
-    if text == "":
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return {"True": True, "False": False}.get(text, text)
 
 
 BATCH_COLUMNS = ["dir", "seed", "init_std", "lr", "weight_decay", "momentum", "dropout", "status",

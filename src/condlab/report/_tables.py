@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _html as h
-from ._run import provenance, read_csv
+from ._common import provenance, read_csv
 
 
 def _first_numeric(columns: list[str], rows: list[list[Any]], among: list[str]) -> str:
