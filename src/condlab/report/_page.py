@@ -22,7 +22,8 @@ from . import _html as h
 
 KINDS = ("run", "tracker", "batch", "inspect", "phase", "experiment", "sweep", "collection")
 NAMES = {"run": "run", "tracker": "Tracker record", "batch": "batch", "inspect": "inspect",
-         "phase": "phase diagram", "experiment": "reproduce", "sweep": "sweep", "collection": "reproduce folder"}
+         "phase": "phase diagram", "experiment": "reproduce", "sweep": "sweep",
+         "collection": "reproduce folder"}  # what `condlab report` prints
 WHAT = ("a run or batch folder (condlab train), a sweep folder, a reproduce folder (one experiment or "
         "all), a phase diagram, an `inspect --out` folder or a Tracker record")
 
