@@ -46,22 +46,54 @@ def sweep256(out: Path) -> Path:
     return out / "sweep256"
 
 
-def experiment(out: Path) -> tuple[Path, object]:
-    """`condlab reproduce fig3 --quick` on one data draw (5 activations, 1 init seed); the result too."""
-    from condlab.reproduce import reproduce
+TINY_FIG3 = [("tanh", 1), ("xtanh", 2)]
 
-    result = reproduce("fig3", quick=True, seeds=[0], data_seeds=[0], out=out / "reproduce")
+
+def _tiny_fig3(folder: Path):
+    """A Fig. 3-like experiment folder, as `condlab reproduce fig3` writes it, at a fraction of the
+    size: two activations, two init seeds, 12 neurons, 30 epochs (not a whole experiment, which
+    the default suite may not train: tests/conftest.py). Returns the ExperimentResult."""
+    from condlab.analysis import cosine_order, count_orientations
+    from condlab.plotting import cosine_panels, save_figure
+    from condlab.reproduce import ExperimentResult
+    from condlab.reproduce._claims import bound_outcome, count_outcome
+
+    res = ExperimentResult("fig3", "NeurIPS 2022, Fig. 3 (tiny)", [0, 1], data_seeds=[0], provisional=True)
+    res.settings = {"m": 12, "epochs": 30, "activations": [a for a, _ in TINY_FIG3]}
+    panels = []
+    for act, lines in TINY_FIG3:
+        cfg = condlab.preset("fig3" if act == "tanh" else f"fig3-{act}").with_overrides(
+            [*TINY, "train.seeds=[0,1]"])
+        runs = condlab.train(cfg, out=folder / "runs" / act, progress=False)
+        claim = res.claim(f"fig3/{act}/layer1", f"{act}: {lines} line(s) at epoch 30", lines=lines)
+        bound = res.claim(f"fig3/{act}/bound", f"{act}: at most p = {lines} line(s)", max_lines=lines)
+        for run in runs:
+            o = count_orientations(run.layer("layer1", 30))
+            for made, outcome in ((claim, count_outcome), (bound, bound_outcome)):
+                ok, reason = outcome(o, lines)
+                made.record(ok, run=run, reason=reason, lines=o.n_lines, directions=o.n_directions)
+        W = runs[0].layer("layer1", 30)
+        panels.append((act, W, cosine_order(W)))
+    res.figures += [str(p) for p in save_figure(cosine_panels(panels), folder / "fig3")]
+    res.write(folder)
+    return res
+
+
+def experiment(out: Path) -> tuple[Path, object]:
+    """A reproduce experiment folder (Fig. 3-like, tiny) and its ExperimentResult."""
+    result = _tiny_fig3(out / "reproduce" / "fig3")
     return out / "reproduce" / "fig3", result
 
 
 def collection(out: Path) -> Path:
-    """A `reproduce all`-like folder: fig3 (quick, one draw) and fig2, NOT RUN (no CIFAR-10 here)."""
-    from condlab.reproduce import reproduce, write_summary
+    """A `reproduce all`-like folder: the tiny fig3 and fig2, NOT RUN (no CIFAR-10)."""
+    from condlab.reproduce import ExperimentResult, write_summary
 
     folder = out / "reproduce-all"
-    results = [reproduce("fig3", quick=True, seeds=[0], data_seeds=[0], out=folder),
-               reproduce("fig2", quick=True, out=folder, data_dir=out)]
-    write_summary(results, folder)
+    fig2 = ExperimentResult("fig2", "NeurIPS 2022, Fig. 2", [0], status="not run",
+                            notes=["NOT RUN: CIFAR-10 not found (a test: no data here)"])
+    fig2.write(folder / "fig2")
+    write_summary([_tiny_fig3(folder / "fig3"), fig2], folder)
     return folder
 
 
@@ -76,7 +108,7 @@ def phase(out: Path) -> Path:
 
 def inspected(out: Path) -> Path:
     """`condlab inspect --out` of a small MLP (state_dict)."""
-    from condlab._inspect import inspect_model, write_report
+    from condlab.models._inspect import inspect_model, write_report
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(3, 24), nn.Tanh(), nn.Linear(24, 8), nn.Tanh(), nn.Linear(8, 1))

@@ -63,12 +63,12 @@ def test_verdict_table_has_one_row_per_claim_and_a_panel_each(results):
     claims = json.loads((results["experiment"] / "claims.json").read_text())["claims"]
     text = render_page(results["experiment"])
     links = re.findall(r"class='clr-claim' data-panel='([^']+)'", text)
-    assert len(links) == len(claims) == 10
+    assert len(links) == len(claims) == 4
     for panel in links:
         assert f"<section class='clr-panel' id='{panel}' hidden>" in text
-    # the collection: fig3's 10 claims and one NOT RUN row for fig2
+    # the collection: fig3's 4 claims and one NOT RUN row for fig2
     text = render_page(results["collection"])
-    assert len(re.findall(r"class='clr-claim'", text)) == 10
+    assert len(re.findall(r"class='clr-claim'", text)) == 4
     assert text.count("<span class='v-notrun'>NOT RUN</span>") == 1
 
 

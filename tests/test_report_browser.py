@@ -129,19 +129,19 @@ def test_verdict_table_has_a_row_per_claim_and_a_click_shows_its_panel(pages, op
     claims = json.loads((pages.results["experiment"] / "claims.json").read_text())["claims"]
     o = opened(pages["experiment"])
     rows = o.page.locator("table[id*='verdicts'] tbody tr")
-    assert rows.count() == len(claims) == 10
+    assert rows.count() == len(claims) == 4
     panels = o.page.locator(".clr-panel")
-    assert panels.count() == 10 and all(not panels.nth(i).is_visible() for i in range(10))
+    assert panels.count() == 4 and all(not panels.nth(i).is_visible() for i in range(4))
     third = o.page.locator(".clr-claim").nth(2)
     assert third.inner_text() == claims[2]["id"]
     third.click()
     panel = o.page.locator(f"[id='{third.get_attribute('data-panel')}']")
     assert panel.is_visible() and claims[2]["id"] in panel.inner_text()
-    assert sum(panels.nth(i).is_visible() for i in range(10)) == 1
+    assert sum(panels.nth(i).is_visible() for i in range(4)) == 1
     assert "clr-selected" in (rows.nth(2).get_attribute("class") or "")
     # one row per claim and a NOT RUN row in the collection's table
     c = opened(pages["collection"])
-    assert c.page.locator("table[id*='verdicts'] tbody tr").count() == 11
+    assert c.page.locator("table[id*='verdicts'] tbody tr").count() == 5
 
 
 def test_epoch_slider_changes_the_heat_map(pages, opened):

@@ -208,8 +208,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     import time
 
-    from .report import detect, write_report
-    from .report._page import NAMES
+    from .report import NAMES, detect, write_report
 
     start = time.perf_counter()
     kind = NAMES[detect(Path(args.path))]

@@ -19,6 +19,7 @@ from .._lazy import exports
 
 # name -> the private module that defines it; imported on first use (no import cost, no cycles)
 _EXPORTS = {
+    "COSINE_CMAP": "._style",
     "analysis_figures": "._analysis",
     "cosine_heatmap": "._heatmaps",
     "cosine_panels": "._heatmaps",

@@ -8,6 +8,7 @@ _EXPORTS = {
     "BatchSnapshots": "._snapshots",
     "Run": "._records",
     "RunResult": "._records",
+    "RecordError": "._load",
     "RunSpec": "._records",
     "SnapshotRecorder": "._snapshots",
     "atomic_write_bytes": "._io",

@@ -14,6 +14,18 @@ cosine heat map. Images are inlined, the CSS and JavaScript are inlined, and the
 nothing (docs/report.md).
 """
 
-from ._page import KINDS, detect, html_body, render_page, write_report
+from .._lazy import exports
+
+# name -> the private module that defines it; imported on first use (no import cost, no cycles)
+_EXPORTS = {
+    "KINDS": "._page",
+    "NAMES": "._page",
+    "detect": "._page",
+    "html_body": "._page",
+    "render_page": "._page",
+    "write_report": "._page",
+}
 
 __all__ = ["KINDS", "detect", "html_body", "render_page", "write_report"]
+
+__getattr__, __dir__ = exports(__name__, _EXPORTS)

@@ -120,7 +120,7 @@ def _batches(folder: Path, claim_ids: list[str]) -> list[Path]:
 
 def run_maps(ids: h.Ids, folder: Path, claim_ids: list[str]) -> str:
     """Heat maps with an epoch slider, and the loss, of the first run of each batch the experiment trained."""
-    from .._record_load import RecordError, load_run
+    from ..records import RecordError, load_run
     from ._run import heatmap_viewers, loss_chart, maps_note
 
     batches = _batches(folder, claim_ids)

@@ -8,7 +8,7 @@ a small palette PNG, one pixel per pair of neurons, with the colours of condlab'
 
 Wide layers stay light: above MAX_ROWS rows a map shows MAX_ROWS of them, drawn by
 ``numpy.random.default_rng(0).choice(m, MAX_ROWS, replace=False)`` (``condlab inspect``'s rule,
-``_inspect.heatmap_rows``), and the count that orders and outlines them is the sample's, so a
+``condlab.models.heatmap_rows``), and the count that orders and outlines them is the sample's, so a
 frame costs the same at any width (counting 10^5 rows took 0.5 s a snapshot; a line of share
 >= 5 %, the counter's minimum, holds about 13 of 256 sampled rows). The whole layer's count is
 in the stored results (results.csv, analysis.json). Above MAX_FRAMES snapshots the slider shows
@@ -25,8 +25,8 @@ from functools import cache
 
 import numpy as np
 
-from .._inspect import heatmap_rows
 from ..analysis import cosine_matrix, cosine_order, count_orientations
+from ..models import heatmap_rows
 from ._html import Ids, data_uri, esc
 
 MAX_ROWS = 256    # a map is drawn 260 px wide: more rows than pixels would add bytes, not detail
@@ -38,7 +38,7 @@ LEVELS = 101      # colours of the palette for D in [-1, 1]; one more, grey, for
 @cache
 def _palette() -> np.ndarray:
     """(LEVELS + 1, 3) uint8: COSINE_CMAP at LEVELS points of [-1, 1], then its colour for NaN."""
-    from ..plotting._style import COSINE_CMAP
+    from ..plotting import COSINE_CMAP
 
     rgba = COSINE_CMAP(np.linspace(0.0, 1.0, LEVELS))
     bad = np.asarray(COSINE_CMAP.get_bad())[None, :]

@@ -72,7 +72,7 @@ def build(path: Path) -> tuple[str, h.Ids, str]:
     the counter, which pages with heat maps load."""
     kind, ids = detect(path), h.Ids()
     if kind in ("run", "tracker", "batch"):
-        from .._record_load import load_run
+        from ..records import load_run
         from ._run import batch_body, run_body
 
         content = batch_body(ids, path) if kind == "batch" else run_body(ids, load_run(path))
@@ -112,7 +112,7 @@ def write_report(path: str | Path, out: str | Path | None = None) -> Path:
 
     An earlier condlab report there is replaced; any other file is refused.
     """
-    from .._io import atomic_write_text
+    from ..records import atomic_write_text
 
     path = Path(path)
     target = Path(out) if out is not None else path / "report.html"

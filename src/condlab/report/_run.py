@@ -40,14 +40,14 @@ def loss_series(loss: np.ndarray, name: str = "", keep: tuple = ()) -> dict[str,
 
 def loss_chart(run: Any, xlabel: str = "epoch") -> str:
     """The loss curve (log scale) with the 70 % line and the epoch the initial stage ends."""
-    from ..analysis._report import INITIAL_STAGE_SHARE
+    from ..analysis import INITIAL_STAGE_SHARE
 
     loss = np.asarray(run.loss, dtype=np.float64)
     if not len(loss) or not np.isfinite(loss[0]):
         return "<p class='clr-note'>no loss recorded</p>"
     stage = run.initial_stage_epoch
     if stage is None and _external(run):  # a Tracker does not store it: condlab's rule on its loss
-        from .._training import initial_stage_end
+        from ..training import initial_stage_end
 
         stage = initial_stage_end(loss)
     vlines = [] if stage is None else [{"x": stage, "label": f"initial stage ends ({xlabel} {stage})"}]
@@ -207,7 +207,7 @@ BATCH_COLUMNS = ["dir", "seed", "init_std", "lr", "weight_decay", "momentum", "d
 def batch_body(ids: h.Ids, folder: Path) -> str:
     """The page of a `condlab train` batch: its runs' table and loss curves, and the first runs in detail."""
     from .._guards import read_json
-    from .._record_load import load_run
+    from ..records import load_run
 
     batch = read_json(folder / "batch.json")
     entries = batch.get("runs", [])

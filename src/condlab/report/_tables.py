@@ -149,11 +149,11 @@ def inspect_body(ids: h.Ids, folder: Path) -> str:
     parts = [f"<h1>inspect {h.esc(info.get('source') or folder.name)}</h1>",
              h.section("Layers", h.filter_box(table_id, "kind=linear lines>0")
                        + h.scroll_table(columns, rows, table_id))]
-    from .._inspect import _safe_name
-
-    layers = [r[columns.index("layer")] for r in rows] if "layer" in columns else []
-    maps = [folder / f"cosine_{_safe_name(str(n))}.png" for n in layers]
-    maps = [p for p in maps if p.is_file()]
+    # cosine_LAYER.png, in the table's order (names that inspect had to alter for a file name last)
+    layers = [str(r[columns.index("layer")]) for r in rows] if "layer" in columns else []
+    found = sorted(folder.glob("cosine_*.png"))
+    rank = {name: i for i, name in enumerate(layers)}
+    maps = sorted(found, key=lambda p: (rank.get(p.stem[len("cosine_"):], len(rank)), p.name))
     if maps:
         heat = info.get("heatmap") or {}
         note = (f"<p class='clr-note'>Heat maps as `condlab inspect` drew them: layers of more than "

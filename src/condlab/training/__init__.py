@@ -28,6 +28,7 @@ _EXPORTS = {
     "PRESETS": "._presets",
     "TrainConfig": "._config",
     "TrainingWarning": "._trainer",
+    "initial_stage_end": "._trainer",
     "assign_key": "._config",
     "augment": "._models",
     "calibrate_batchnorm": "._cnn",
