@@ -11,7 +11,8 @@ here, in a temporary folder, unless a folder is given):
 compute: what the result records (claims.json's seconds; the sweep's wall time; the run's
 training seconds). generation: `render_page` in a fresh process, whole (interpreter start, imports,
 loading the compiled counter: what `condlab report` costs) and without the imports (a second page
-in that process).
+in that process), each as wall time and as CPU time (on a shared machine the wall time of a
+process that waits for a core says little; CPU time is what it needs).
 
     python benchmarks/bench_report.py [--only fig3,phase] [--fig3 DIR] [--phase DIR] [--sweep DIR]
 """
@@ -28,24 +29,29 @@ from pathlib import Path
 
 MEASURE = """
 import sys, time, json
-t0 = time.perf_counter()
 from condlab.report import render_page
 text = render_page(sys.argv[1])
-cold = time.perf_counter() - t0
-t1 = time.perf_counter()
+t1, c1 = time.perf_counter(), time.process_time()
 render_page(sys.argv[1])
-print(json.dumps({"cold_in_process": cold, "warm": time.perf_counter() - t1, "bytes": len(text.encode())}))
+print(json.dumps({"warm": time.perf_counter() - t1, "warm_cpu": time.process_time() - c1,
+                  "bytes": len(text.encode())}))
 """
 
 
 def measure(folder: Path) -> dict:
+    """Wall and CPU seconds of one page in a fresh process (its second page subtracted), and of
+    a second page in that process."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", MEASURE, str(folder)], capture_output=True, text=True,
                           check=True)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     result = json.loads(done.stdout.splitlines()[-1])
-    # the fresh process's whole time minus its second page: what one `condlab report` takes
-    return {**result, "process": wall - result["warm"]}
+    return {**result, "process": wall - result["warm"], "process_cpu": cpu - result["warm_cpu"]}
 
 
 def fig3(tmp: Path) -> tuple[Path, float]:
@@ -107,15 +113,17 @@ def main() -> None:
     args = parser.parse_args()
     given = {"fig3": args.fig3, "phase": args.phase, "sweep256": args.sweep}
     makers = {"fig3": fig3, "phase": phase, "sweep256": sweep256, "wide": wide}
-    print(f"{'case':<9} {'compute s':>10} {'page MB':>8} {'process s':>10} {'no imports s':>13} "
-          f"{'process/compute':>16} {'no imports/compute':>19}")
+    print(f"{'case':<9} {'compute s':>10} {'page MB':>8} {'process s (cpu)':>16} "
+          f"{'no imports s (cpu)':>19} {'process/compute':>16} {'no imports/compute':>19}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.only.split(","):
             folder, compute = _given(given[name]) if given.get(name) else makers[name](Path(tmp))
             m = measure(folder)
+            process = f"{m['process']:.2f} ({m['process_cpu']:.2f})"
+            warm = f"{m['warm']:.2f} ({m['warm_cpu']:.2f})"
             ratios = f"{m['process'] / compute:>16.3f} {m['warm'] / compute:>19.3f}"
-            print(f"{name:<9} {compute:>10.1f} {m['bytes'] / 1e6:>8.2f} {m['process']:>10.2f} "
-                  f"{m['warm']:>13.2f} {ratios}", flush=True)
+            print(f"{name:<9} {compute:>10.1f} {m['bytes'] / 1e6:>8.2f} {process:>16} {warm:>19} {ratios}",
+                  flush=True)
 
 
 if __name__ == "__main__":
