@@ -9,13 +9,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._display import ShownAsPage
 from ..records import atomic_write_json, atomic_write_text, provenance
 from ..sweeps import csv_text
 from ._diagram import SPECS, DiagramSpec, load_diagram_spec, preset_spec, run_sweep, spec_dict, sweep_counts
 
 
 @dataclass
-class DiagramResult:
+class DiagramResult(ShownAsPage):
     """What ``phase_diagram`` did: the sweep's account, the fits, the verdicts, files written.
 
     Two layers: `agreement` with the theory and the `schemes`' regimes; three layers: the per-layer
@@ -28,12 +29,6 @@ class DiagramResult:
     agreement: dict[str, Any] = field(default_factory=dict)
     schemes: dict[str, Any] = field(default_factory=dict)
     comparison: dict[str, Any] = field(default_factory=dict)
-
-    def _repr_html_(self) -> str:
-        """The diagram's page as HTML (Jupyter shows it): the body of its `condlab report` page."""
-        import condlab  # its lazy `report` attribute: report reads records, so they do not import it
-
-        return condlab.report.html_body(self)
 
 
 def phase_diagram(spec: DiagramSpec, *, out: str | Path, executor: str = "local", address: str | None = None,

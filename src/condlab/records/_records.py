@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from .._display import ShownAsPage
 from ..training import Architecture, Config, FCNet
 from ._fastwrite import fill_file, json_indent2, npz_bytes, save_npy, write_file
 from ._io import durable, fsync_path
@@ -71,7 +72,7 @@ class RunSpec:
 
 
 @dataclass
-class Run:
+class Run(ShownAsPage):
     """One trained run: its config, loss curve, and the weight snapshots of every layer.
 
     ``weights[name]`` is (S, rows, cols) at ``epochs`` (memory-mapped for a loaded run). In a
@@ -152,15 +153,9 @@ class Run:
         return FCNet(self.architecture,
                      [torch.as_tensor(np.array(self.full_weights[k][i]), dtype=dtype) for k in self.names])
 
-    def _repr_html_(self) -> str:
-        """This run as HTML (Jupyter shows it): the body of its `condlab report` page."""
-        import condlab  # its lazy `report` attribute: report reads records, so they do not import it
-
-        return condlab.report.html_body(self)
-
 
 @dataclass
-class RunResult:
+class RunResult(ShownAsPage):
     """The runs of one batch (``condlab.train``'s return value); indexable like a list."""
 
     config: Config
@@ -180,12 +175,6 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return all(r.status == "complete" for r in self.runs)
-
-    def _repr_html_(self) -> str:
-        """This batch as HTML (Jupyter shows it): the body of its `condlab report` page."""
-        import condlab  # its lazy `report` attribute: report reads records, so they do not import it
-
-        return condlab.report.html_body(self)
 
 
 def write_run(run: Run, path: Path) -> Path:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._display import ShownAsPage
 from ..records import atomic_write_json, atomic_write_text, provenance
 
 HOLD_SHARE, FAIL_SHARE, MIN_CONCLUSIVE = 2 / 3, 1 / 3, 0.5
@@ -230,7 +231,7 @@ class Claim:
 
 
 @dataclass
-class ExperimentResult:
+class ExperimentResult(ShownAsPage):
     """Everything one ``condlab reproduce NAME`` writes to claims.json."""
 
     experiment: str
@@ -275,12 +276,6 @@ class ExperimentResult:
     def write(self, out: Path) -> Path:
         atomic_write_json(out / "claims.json", self.to_dict())
         return out / "claims.json"
-
-    def _repr_html_(self) -> str:
-        """The verdicts, panels and figures as HTML (Jupyter shows it): its `condlab report` page body."""
-        import condlab  # its lazy `report` attribute: report reads records, so they do not import it
-
-        return condlab.report.html_body(self)
 
 
 def _compact(values: Any) -> str:

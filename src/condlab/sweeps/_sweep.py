@@ -27,6 +27,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from .._display import ShownAsPage
 from ..records import atomic_write_text, folder_lock
 from ._plan import BATCHED_KEYS, Plan, _get, assign_key, load_spec, make_plan, run_spec_fields
 from ._run import Batch, BatchDone, finished_row, make_executor
@@ -34,7 +35,7 @@ from ._table import table_columns, write_table
 
 
 @dataclass
-class SweepResult:
+class SweepResult(ShownAsPage):
     """What ``condlab.sweep`` did: counts, time, the table's rows and paths."""
 
     plan: Plan
@@ -66,12 +67,6 @@ class SweepResult:
         import pandas as pd
 
         return pd.DataFrame(self.rows, columns=self.columns)
-
-    def _repr_html_(self) -> str:
-        """The sweep's table and plot as HTML (Jupyter shows it): the body of its `condlab report` page."""
-        import condlab  # its lazy `report` attribute: report reads records, so they do not import it
-
-        return condlab.report.html_body(self)
 
 
 def sweep(
