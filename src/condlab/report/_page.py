@@ -144,7 +144,7 @@ def html_body(result: Any) -> str:
     elif kind == "ExperimentResult":
         folder = Path(result.figures[0]).parent if result.figures else None
         content = experiment_body(ids, result.to_dict(), folder)
-    elif kind in ("DiagramResult", "Diagram3Result"):
+    elif kind == "DiagramResult":
         content = phase_body(ids, Path(result.sweep.out))
     else:
         raise TypeError(f"condlab report cannot show a {kind}: give a result folder or a condlab result")
