@@ -45,8 +45,9 @@ def measure(folder: Path) -> dict:
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", MEASURE, str(folder)], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run([sys.executable, "-c", MEASURE, str(folder)], capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"rendering {folder} failed:\n{done.stderr[-3000:]}")
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
