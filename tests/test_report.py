@@ -148,6 +148,17 @@ def test_heat_map_png_maps_cosines_to_the_palette():
     assert np.array(image).tolist() == [[LEVELS - 1, 0], [(LEVELS - 1) // 2, LEVELS]]
 
 
+def test_a_long_loss_curve_is_drawn_at_most_800_epochs_with_its_marker_kept():
+    from condlab.report._run import LOSS_POINTS, loss_series
+
+    loss = np.linspace(2.0, 1.0, 5001)
+    for keep, marked in (((None,), None), ((1234,), 1234)):  # a run that never left the initial stage
+        series = loss_series(loss, keep=keep)
+        assert len(series["x"]) <= LOSS_POINTS + 1 and series["x"][0] == 0 and series["x"][-1] == 5000
+        assert marked is None or marked in series["x"]
+        assert series["y"] == [float(loss[i]) for i in series["x"]]
+
+
 def test_cli_writes_the_page_and_prints_its_path(results, tmp_path, capsys):
     assert main(["report", str(results["inspect"]), "--out", str(tmp_path / "i.html")]) == 0
     assert capsys.readouterr().out.strip().endswith(str(tmp_path / "i.html"))

@@ -139,6 +139,11 @@ def test_verdict_table_has_a_row_per_claim_and_a_click_shows_its_panel(pages, op
     assert panel.is_visible() and claims[2]["id"] in panel.inner_text()
     assert sum(panels.nth(i).is_visible() for i in range(4)) == 1
     assert "clr-selected" in (rows.nth(2).get_attribute("class") or "")
+    # the panel links to the heat maps of the claim's runs (runs/xtanh for fig3/xtanh/layer1)
+    maps = panel.locator("a[href^='#']")
+    assert maps.count() == 1 and maps.inner_text() == "xtanh/seed0"
+    target = o.page.locator(f"[id='{maps.get_attribute('href')[1:]}']")
+    assert target.locator(".clr-viewer").count() == 1
     # one row per claim and a NOT RUN row in the collection's table
     c = opened(pages["collection"])
     assert c.page.locator("table[id*='verdicts'] tbody tr").count() == 5

@@ -44,7 +44,8 @@ def _explained(claim: dict[str, Any]) -> str:
     return claim.get("explained_by") or ("unexplained" if claim.get("variants") else "not diagnosed")
 
 
-def verdict_rows(ids: h.Ids, result: dict[str, Any], panels: dict[str, str]) -> list[list[Any]]:
+def verdict_rows(ids: h.Ids, result: dict[str, Any], panels: dict[str, str],
+                 anchors: dict[str, str]) -> list[list[Any]]:
     """One row per claim (a NOT RUN row for an experiment that did not run); fills `panels` (id -> html)."""
     provisional = " (provisional)" if result.get("provisional") else ""
     if result.get("status", "ran") != "ran":
@@ -54,7 +55,7 @@ def verdict_rows(ids: h.Ids, result: dict[str, Any], panels: dict[str, str]) -> 
     rows = []
     for claim in result["claims"]:
         panel = ids.new("claim-" + claim["id"])
-        panels[panel] = claim_panel(panel, claim, result)
+        panels[panel] = claim_panel(panel, claim, result, anchors)
         link = f"<a href='#{panel}' class='clr-claim' data-panel='{panel}'>{h.esc(claim['id'])}</a>"
         rows.append([(claim["id"], link), claim.get("statement"), h.fmt(claim.get("expected")),
                      h.verdict(claim.get("verdict", "?") + provisional), _pairs(claim),
@@ -62,8 +63,10 @@ def verdict_rows(ids: h.Ids, result: dict[str, Any], panels: dict[str, str]) -> 
     return rows
 
 
-def claim_panel(panel_id: str, claim: dict[str, Any], result: dict[str, Any]) -> str:
-    """A claim's panel: statement, expected, each pair's outcome and measurement, the variants."""
+def claim_panel(panel_id: str, claim: dict[str, Any], result: dict[str, Any], anchors: dict[str, str]) -> str:
+    """A claim's panel: statement, expected, each pair's outcome and measurement, the variants, and
+    links to the heat maps of the runs whose folder names a part of the claim's id (runs/tanh for
+    fig3/tanh/layer1); `anchors` maps a run's label (tanh/data0/seed0) to its element id."""
     measured = claim.get("measured") or {}
     keys = list(measured)
     columns = ["data seed", "init seed", "outcome", "reason"] + keys
@@ -77,22 +80,27 @@ def claim_panel(panel_id: str, claim: dict[str, Any], result: dict[str, Any]) ->
     vtable = h.table(keys, [[v.get(k) for k in keys] for v in variants], sortable=False) if variants else \
         "<p class='clr-note'>no diagnostic reruns (made for claims that do not hold, not with --quick)</p>"
     verdict = claim.get("verdict", "?")
+    parts = claim["id"].split("/")
+    links = [f"<a href='#{a}'>{h.esc(label)}</a>" for label, a in anchors.items()
+             if label.split("/")[0] in parts]
+    maps = f"<p>heat maps of its runs: {', '.join(links)}</p>" if links else ""
     return (f"<section class='clr-panel' id='{panel_id}' hidden><h3>{h.esc(claim['id'])} "
             f"<span class='{h.verdict_class(verdict)}'>{h.esc(verdict)}</span></h3>"
             f"<p>{h.esc(claim.get('statement'))}</p><p>expected: {h.esc(h.fmt(claim.get('expected')))}; "
             f"holds on {_pairs(claim)} (holds/conclusive/all pairs); "
             f"explained by: {h.esc(_explained(claim))}</p>"
             f"<p class='clr-note'>rule: {h.esc(result.get('verdict_rule', ''))}</p>"
-            f"<div class='clr-scroll'>{h.table(columns, rows)}</div>"
+            f"<div class='clr-scroll'>{h.table(columns, rows)}</div>{maps}"
             f"<h3>Diagnostic reruns</h3>{vtable}</section>")
 
 
-def verdict_table(ids: h.Ids, results: list[dict[str, Any]], with_experiment: bool) -> str:
+def verdict_table(ids: h.Ids, results: list[dict[str, Any]], with_experiment: bool,
+                  anchors: dict[str, str] | None = None) -> str:
     """The verdict table of one or several experiments, then every claim's (hidden) panel."""
     panels: dict[str, str] = {}
     rows, columns = [], (["experiment"] if with_experiment else []) + VERDICT_COLUMNS
     for result in results:
-        for row in verdict_rows(ids, result, panels):
+        for row in verdict_rows(ids, result, panels, anchors or {}):
             rows.append([result.get("experiment"), *row] if with_experiment else row)
     table_id = ids.new("verdicts")
     note = "<p class='clr-note'>Click a claim to see its panel: every (data, init) pair and the reruns.</p>"
@@ -118,7 +126,7 @@ def _batches(folder: Path, claim_ids: list[str]) -> list[Path]:
     return sorted(found, key=rank)
 
 
-def run_maps(ids: h.Ids, folder: Path, claim_ids: list[str]) -> str:
+def run_maps(ids: h.Ids, folder: Path, claim_ids: list[str], anchors: dict[str, str]) -> str:
     """Heat maps with an epoch slider, and the loss, of the first run of each batch the experiment trained."""
     from ..records import RecordError, load_run
     from ._run import heatmap_viewers, loss_chart, maps_note
@@ -139,7 +147,8 @@ def run_maps(ids: h.Ids, folder: Path, claim_ids: list[str]) -> str:
             parts.append(f"<p class='clr-note'>{h.esc(label)}: {h.esc(err)}</p>")
             continue
         viewers = "".join(heatmap_viewers(ids, run, f"{label}: "))
-        parts.append(f"<div class='clr-viewers' id='{ids.new('run-' + label)}'>{viewers}"
+        anchors[label] = ids.new("run-" + label)
+        parts.append(f"<div class='clr-viewers' id='{anchors[label]}'>{viewers}"
                      f"<div class='clr-loss'>{loss_chart(run)}</div></div>")
     more = "" if len(batches) <= MAX_BATCHES else \
         f"<p class='clr-note'>the first {MAX_BATCHES} of {len(batches)} batches are drawn</p>"
@@ -148,7 +157,8 @@ def run_maps(ids: h.Ids, folder: Path, claim_ids: list[str]) -> str:
     return maps_note("the last snapshot inside each run's initial stage") + "".join(parts) + more
 
 
-def experiment_sections(ids: h.Ids, result: dict[str, Any], folder: Path | None) -> str:
+def experiment_sections(ids: h.Ids, result: dict[str, Any], folder: Path | None,
+                        anchors: dict[str, str] | None = None) -> str:
     """Figures, settings, notes, run heat maps and provenance of one experiment."""
     figs = [] if folder is None else [folder / Path(f).name for f in result.get("figures", [])]
     parts = [h.figures(figs) or "<p class='clr-note'>no figures</p>"]
@@ -161,7 +171,8 @@ def experiment_sections(ids: h.Ids, result: dict[str, Any], folder: Path | None)
             parts.append(f"<h3>{title}</h3><ul>{''.join(f'<li>{h.esc(i)}</li>' for i in items)}</ul>")
     if folder is not None:
         claim_ids = [c["id"] for c in result.get("claims", [])]
-        parts.append("<h3>Cosine heat maps of the runs</h3>" + run_maps(ids, folder, claim_ids))
+        maps = run_maps(ids, folder, claim_ids, {} if anchors is None else anchors)
+        parts.append("<h3>Cosine heat maps of the runs</h3>" + maps)
     prov = result.get("provenance") or {}
     seeds = [("init seeds", result.get("init_seeds", result.get("seeds"))),
              ("data seeds", result.get("data_seeds")), ("seconds", result.get("seconds")),
@@ -182,8 +193,10 @@ def experiment_body(ids: h.Ids, result: dict[str, Any], folder: Path | None) -> 
     """The page body of one `condlab reproduce NAME` result."""
     head = (f"<h1>{h.esc(result.get('experiment'))}: {h.esc(result.get('source'))}</h1>"
             f"<p class='clr-sub'>{_badges(result)}</p>")
-    return (head + h.section("Verdicts", verdict_table(ids, [result], with_experiment=False))
-            + h.section("Figures and runs", experiment_sections(ids, result, folder)))
+    anchors: dict[str, str] = {}  # the runs' heat maps first: the claims' panels link to them
+    sections = experiment_sections(ids, result, folder, anchors)
+    return (head + h.section("Verdicts", verdict_table(ids, [result], False, anchors))
+            + h.section("Figures and runs", sections))
 
 
 def collection_body(ids: h.Ids, folder: Path, experiments: list[Path]) -> str:

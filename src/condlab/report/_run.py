@@ -33,8 +33,9 @@ def loss_series(loss: np.ndarray, name: str = "", keep: tuple = ()) -> dict[str,
     loss = np.asarray(loss, dtype=np.float64)
     at = np.arange(len(loss))
     if len(loss) > LOSS_POINTS:
-        at = np.unique(np.concatenate([np.linspace(0, len(loss) - 1, LOSS_POINTS).round().astype(int),
-                                       [k for k in keep if k is not None and 0 <= k < len(loss)]]))
+        kept = np.array([k for k in keep if k is not None and 0 <= k < len(loss)], dtype=np.int64)
+        at = np.unique(np.concatenate([np.linspace(0, len(loss) - 1, LOSS_POINTS).round().astype(np.int64),
+                                       kept]))
     return {"name": name, "x": at.tolist(), "y": h.finite(loss[at])}
 
 
