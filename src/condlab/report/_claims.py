@@ -17,7 +17,8 @@ from . import _html as h
 from ._common import provenance
 
 MAX_BATCHES = 16
-VERDICT_COLUMNS = ["claim", "statement", "expected", "verdict", "pairs", "reason", "explained by"]
+VERDICT_COLUMNS = ["claim", "statement", "expected", "verdict", "pairs", "reason", "explained by",
+                   "other draws"]
 
 
 def read_claims(folder: Path) -> dict[str, Any]:
@@ -50,8 +51,7 @@ def verdict_rows(ids: h.Ids, result: dict[str, Any], panels: dict[str, str],
     provisional = " (provisional)" if result.get("provisional") else ""
     if result.get("status", "ran") != "ran":
         why = (result.get("notes") or ["-"])[0]
-        return [["-", "-", "-", h.verdict("NOT RUN"),
-                 "-", why, "-"]]
+        return [["-", "-", "-", h.verdict("NOT RUN"), "-", why, "-", "-"]]
     rows = []
     for claim in result["claims"]:
         panel = ids.new("claim-" + claim["id"])
@@ -59,7 +59,7 @@ def verdict_rows(ids: h.Ids, result: dict[str, Any], panels: dict[str, str],
         link = f"<a href='#{panel}' class='clr-claim' data-panel='{panel}'>{h.esc(claim['id'])}</a>"
         rows.append([(claim["id"], link), claim.get("statement"), h.fmt(claim.get("expected")),
                      h.verdict(claim.get("verdict", "?") + provisional), _pairs(claim),
-                     claim.get("reason") or "-", _explained(claim)])
+                     claim.get("reason") or "-", _explained(claim), claim.get("draw_dependence") or "-"])
     return rows
 
 
@@ -88,7 +88,8 @@ def claim_panel(panel_id: str, claim: dict[str, Any], result: dict[str, Any], an
             f"<span class='{h.verdict_class(verdict)}'>{h.esc(verdict)}</span></h3>"
             f"<p>{h.esc(claim.get('statement'))}</p><p>expected: {h.esc(h.fmt(claim.get('expected')))}; "
             f"holds on {_pairs(claim)} (holds/conclusive/all pairs); "
-            f"explained by: {h.esc(_explained(claim))}</p>"
+            f"explained by: {h.esc(_explained(claim))}; other data draws: "
+            f"{h.esc(claim.get('draw_dependence') or '-')}</p>"
             f"<p class='clr-note'>rule: {h.esc(result.get('verdict_rule', ''))}</p>"
             f"<div class='clr-scroll'>{h.table(columns, rows)}</div>{maps}"
             f"<h3>Diagnostic reruns</h3>{vtable}</section>")
