@@ -39,3 +39,18 @@ def pytest_collection_modifyitems(config, items):
     if collected:
         raise pytest.UsageError(f"the default suite collected {len(collected)} whole experiment(s), "
                                 f"e.g. {collected[0]}: they run in `make test-slow` (-m experiment)")
+
+
+ENV_VAR = "CONDLAB_REFERENCE"   # condlab._accel.ENV_VAR (not imported here: conftest loads first)
+
+
+@pytest.fixture
+def reference(monkeypatch):
+    """Every fast path off (condlab._accel): the reference computations run."""
+    monkeypatch.setenv(ENV_VAR, "1")
+
+
+@pytest.fixture
+def accelerated(monkeypatch):
+    """The fast paths on, also under ``CONDLAB_REFERENCE=1`` (for tests of the fast paths themselves)."""
+    monkeypatch.delenv(ENV_VAR, raising=False)

@@ -26,6 +26,7 @@ _EXPORTS = {
     "Hyper": "._optim",
     "ModelConfig": "._config",
     "PRESETS": "._presets",
+    "Residual": "._arch",
     "TrainConfig": "._config",
     "TrainingWarning": "._trainer",
     "assign_key": "._config",
