@@ -263,9 +263,9 @@ def test_a_wide_training_resumed_from_a_checkpoint_equals_uninterrupted(tmp_path
             write_checkpoint(path, config, params, optimizer, dropout, state, *args)
             kept.append(path.read_bytes())
 
-    monkeypatch.setattr("condlab.training._api.write_checkpoint", keep_one)
-    condlab.train(WIDE, out=tmp_path / "a", progress=False)
-    monkeypatch.undo()
+    with monkeypatch.context() as patch:
+        patch.setattr("condlab.training._api.write_checkpoint", keep_one)
+        condlab.train(WIDE, out=tmp_path / "a", progress=False)
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "checkpoint.pt").write_bytes(kept[0])
     resumed = condlab.resume(tmp_path / "b", progress=False)
