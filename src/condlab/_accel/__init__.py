@@ -18,6 +18,7 @@ _EXPORTS = {
     "in_parallel": "._cpu",
     "paths": "._registry",
     "reference": "._registry",
+    "reference_only": "._registry",
     "register": "._registry",
     "split_ranges": "._cpu",
 }

@@ -1,13 +1,14 @@
 """The seam between condlab's reference computations and their fast paths.
 
 Every computation has one readable reference implementation (plain torch) that owns a small
-protocol -- "training step": ``BatchedNet.loss_and_grad`` of an architecture; "phase step": the
-phase-diagram trainer's step for an activation. A fast path is a module of this package that
-computes the same thing faster for the CONCRETE classes (or the function) it was written for,
-and registers for them here (``register``). The reference asks once, with the exact class of
-its object, ``find("training step", type(arch), net, x, y, dropout)``; it gets a made fast path,
-or None, and then runs its own code. Matching is by identity, never ``isinstance``: a subclass
-that overrides the forward pass is a different class and never gets its parent's fast path.
+protocol -- "training step": ``BatchedNet.loss_and_grad`` of an architecture; "optimizer step":
+an optimizer's ``step``; "phase step": the phase-diagram trainer's step for an activation. A
+fast path is a module of this package that computes the same thing faster for the CONCRETE
+classes (or the function) it was written for, and registers for them here (``register``). The
+reference asks once, with the exact class of its object, ``find("training step", type(arch),
+net, x, y, dropout)``; it gets a made fast path, or None, and then runs its own code. Matching
+is by identity, never ``isinstance``: a subclass that overrides the forward pass is a different
+class and never gets its parent's fast path.
 
 The switch ``CONDLAB_REFERENCE=1`` (read at every lookup; the tests' ``reference`` fixture sets
 it) turns every fast path off. A fast path that fails -- its module does not import (numba
@@ -20,7 +21,8 @@ from __future__ import annotations
 import importlib
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +32,7 @@ ENV_VAR = "CONDLAB_REFERENCE"
 # (so that training a small network never imports numba)
 MODULES: dict[str, tuple[str, ...]] = {
     "training step": ("._cpu_step", "._wide_step"),
+    "optimizer step": ("._fused",),
     "phase step": ("._relu_fused",),
 }
 
@@ -70,6 +73,20 @@ def register(path: FastPath) -> FastPath:
 def reference() -> bool:
     """Whether ``CONDLAB_REFERENCE`` turns every fast path off (any value but '' and '0')."""
     return os.environ.get(ENV_VAR, "") not in ("", "0")
+
+
+@contextmanager
+def reference_only() -> Iterator[None]:
+    """Every fast path off inside the block (``CONDLAB_REFERENCE=1``, restored after): for benchmarks."""
+    before = os.environ.get(ENV_VAR)
+    os.environ[ENV_VAR] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[ENV_VAR]
+        else:
+            os.environ[ENV_VAR] = before
 
 
 def find(protocol: str, key: object, *args: Any) -> Any:

@@ -25,6 +25,8 @@ _EXPORTS = {
     "FullyConnected": "._arch",
     "Hyper": "._optim",
     "ModelConfig": "._config",
+    "Adam": "._optim",
+    "AdamW": "._optim",
     "PRESETS": "._presets",
     "Residual": "._arch",
     "TrainConfig": "._config",

@@ -1,7 +1,8 @@
 """One optimizer protocol for the batched trainer and the leading-order replay.
 
 An optimizer updates ONE flat parameter buffer in place, from a gradient laid out like it,
-in a single method (``step``): the hot loop's whole update, in plain torch. The update rules
+in a single method (``step``): the hot loop's whole update, in plain torch (a fast path
+registered for an exact optimizer class may take it over: condlab._accel). The update rules
 are PyTorch's single-tensor ones, up to rounding: ``torch.optim.Adam`` (``weight_decay`` is
 L2, added to the gradient), ``torch.optim.AdamW`` (decoupled: ``theta *= 1 - lr *
 weight_decay`` before the moments), ``torch.optim.SGD`` (momentum with dampening 0, optional
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
+
+from .._accel import find
 
 OPTIMIZERS: dict[str, type[Optimizer]] = {}
 
@@ -130,9 +133,15 @@ class Adam(Optimizer):
         self._shrink = None
         if self.decoupled and self.weight_decay is not None:
             self._shrink = 1 - self.lr * self.weight_decay
+        # a registered fast step for this exact class and these buffers and hyper-parameters
+        # (condlab._accel, "optimizer step": PyTorch's fused kernel), or None
+        self._fast = find("optimizer step", type(self), self)
 
     def step(self, grad: torch.Tensor) -> None:
         self.step_count += 1
+        if self._fast is not None:
+            self._fast.step(grad, self.step_count)
+            return
         if self._denom is None:
             self._denom, self._update = torch.zeros_like(self.params), torch.zeros_like(self.params)
         if self._shrink is not None:
