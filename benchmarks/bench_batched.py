@@ -4,10 +4,10 @@ R runs of the Fig. 3 network (5-50-1, tanh, n = 80, full-batch Adam, lr 1e-3, 10
 trained three ways in one process, in float32 and float64:
 
 * ``condlab``: ``train_batch`` (the trainer itself: loss record, snapshots, divergence checks);
-* ``reference``: the same with every fast path off (``CONDLAB_REFERENCE=1``): condlab's reference
-  computation. reference / condlab is the gain of the fast path that trains this network, the
-  one-layer numpy step (``condlab._accel._cpu_step``; docs/architecture.md, "Fast paths"); the
-  first training of each in the process (its first use included) is printed too;
+* ``reference``: the same with every fast path off (``CONDLAB_REFERENCE=1``), or only those named
+  by ``--without``: reference / condlab is their gain (here: the one-layer numpy step,
+  ``condlab._accel._cpu_step``, and fused Adam; docs/architecture.md, "Fast paths"); the first
+  training of each in the process (its first use included) is printed too;
 * ``loop``: one ``nn.Sequential`` + ``torch.optim.Adam`` per run, one run after the other
   (timed on --loop-runs runs and scaled to R: each run costs the same);
 * ``autograd``: what a careful user writes to batch by hand -- weights stacked as (R, m, d+1)
@@ -21,6 +21,7 @@ best times. Timings on a shared machine are noisy; the ratios are what to read.
 
     python benchmarks/bench_batched.py [--runs 64] [--epochs 1000] [--loop-runs 4] [--repeat 3]
         [--threads 1,2] [--clock wall|cpu] [--step-parallel-min N] [--only condlab,reference]
+        [--without "fused Adam"]
 
 ``--clock cpu`` times each contender by this thread's CPU time (``--threads 1`` only): on a
 machine shared with other work, wall-clock ratios swing by 2-10x, CPU-time ratios much less.
@@ -92,8 +93,8 @@ def condlab_batched(arch, specs, inits, x, y, epochs: int) -> None:
     train_batch(net, x, y, specs, optimizer="adam", epochs=epochs, snapshot_at=[0, 100, epochs])
 
 
-def without_fast_paths(fn: Callable[[], None]) -> None:
-    with reference_only():
+def without_fast_paths(fn: Callable[[], None], names: list[str]) -> None:
+    with reference_only(*names):
         fn()
 
 
@@ -116,6 +117,9 @@ def main() -> None:
                         help="override condlab._accel._cpu_step.STEP_PARALLEL_MIN (work per thread "
                              "above which the one-layer step is split over threads); 65536 splits the "
                              "float32 Fig. 3 step")
+    parser.add_argument("--without", action="append", default=[],
+                        help="the reference contender switches off only this fast path (repeatable; "
+                             "default: all of them, CONDLAB_REFERENCE=1)")
     parser.add_argument("--only", default=None,
                         help="comma-separated contenders to time (condlab, reference, autograd, loop)")
     args = parser.parse_args()
@@ -147,7 +151,7 @@ def measure(arch, specs, inits, data, dtype, threads: list[int], args) -> dict[i
     ours = lambda: condlab_batched(arch, specs, inits, x, y, args.epochs)   # noqa: E731
     contenders = {
         "condlab": ours,
-        "reference": lambda: without_fast_paths(ours),
+        "reference": lambda: without_fast_paths(ours, args.without),
         "autograd-fused": lambda: autograd_batched(inits, x, y, args.epochs, "fused"),
         "autograd-foreach": lambda: autograd_batched(inits, x, y, args.epochs, "foreach"),
         "loop": lambda: [loop_one([w.to(dtype) for w in inits[r]], x, y, args.epochs)

@@ -5,8 +5,9 @@ One network d-m-1 (d = 5, m = 10^5, tanh), n = 4 and n = 80 samples, GD and Adam
 * ``condlab``: the trainer's step (``BatchedNet.loss_and_grad`` + the ``condlab.training._optim`` step;
   ``blocked`` in the output where it took the wide layer's blocked step, ``condlab._accel._wide_step``,
   ``arch`` where the architecture's pass);
-* ``reference``: the same with every fast path off (``CONDLAB_REFERENCE=1``): reference / condlab
-  is the blocked step's gain (docs/architecture.md, "Fast paths"). Its first use -- the first
+* ``reference``: the same with every fast path off (``CONDLAB_REFERENCE=1``), or only those named
+  by ``--without``: reference / condlab is their gain (the blocked step's, fused Adam's;
+  docs/architecture.md, "Fast paths"). Its first use -- the first
   step in the process, numba's compile included -- is timed too, and the gain over a training
   of ``--train-steps`` steps with it;
 * ``autograd``: W (m, d+1) and a (1, m+1) as leaf tensors, ``x_aug @ W.T``, ``tanh``,
@@ -23,6 +24,7 @@ within a repetition, the median over repetitions is printed.
 
     python benchmarks/bench_wide.py [--width 100000] [--steps 20] [--repeat 5] [--threads 1,2]
         [--clock wall|cpu] [--points 4,80] [--optimizers gd,adam] [--train-steps 1000]
+        [--without "wide blocked step"]
 
 ``--clock cpu``: this thread's CPU time instead of wall time (``--threads 1`` only), steadier
 on a shared machine.
@@ -34,6 +36,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 
 import numpy as np
 import torch
@@ -49,19 +52,22 @@ _clock = _CLOCKS["wall"]
 
 
 def condlab_step(arch, x: torch.Tensor, y: torch.Tensor, optimizer: str,
-                 reference: bool = False) -> Callable[[], None]:
+                 without: list[str] | None = None) -> Callable[[], None]:
+    """The trainer's step; with `without`, every part of it made and run with those fast paths off
+    (all of them for an empty list)."""
+    def switch():
+        return nullcontext() if without is None else reference_only(*without)
+
     net = BatchedNet(arch, 1, x.dtype, torch.device("cpu"))
     net.load(0, init_weights(arch, 0, 0.005))
     xb, yb = augment(x)[None].contiguous(), y[None].contiguous()
-    opt = get_optimizer(optimizer)(net.flat, Hyper(lr=torch.tensor(LR, dtype=x.dtype)))
+    with switch():   # the optimizer looks its fast step up when it is made
+        opt = get_optimizer(optimizer)(net.flat, Hyper(lr=torch.tensor(LR, dtype=x.dtype)))
 
     def step() -> None:
-        if reference:
-            with reference_only():
-                net.loss_and_grad(xb, yb)
-        else:
+        with switch():
             net.loss_and_grad(xb, yb)
-        opt.step(net.grad)
+            opt.step(net.grad)
 
     step.blocked = lambda: net.fast_step(xb, yb) is not None   # which pass ran
     return step
@@ -128,6 +134,9 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32,float64")
     parser.add_argument("--points", default="4,80", help="comma-separated numbers of samples n")
     parser.add_argument("--optimizers", default="gd,adam")
+    parser.add_argument("--without", action="append", default=[],
+                        help="the reference contender switches off only this fast path (repeatable; "
+                             "default: all of them, CONDLAB_REFERENCE=1)")
     parser.add_argument("--train-steps", type=int, default=1000,
                         help="the training over which the gain with first use is computed")
     args = parser.parse_args()
@@ -149,7 +158,7 @@ def main() -> None:
 
 
 def measure(arch, x, y, optimizer: str, threads: list[int], args) -> None:
-    ours, ref = condlab_step(arch, x, y, optimizer), condlab_step(arch, x, y, optimizer, reference=True)
+    ours, ref = condlab_step(arch, x, y, optimizer), condlab_step(arch, x, y, optimizer, args.without)
     theirs = autograd_step(arch, x, y, optimizer)
     torch.set_num_threads(threads[0])
     first = {"condlab": seconds_once(ours), "reference": seconds_once(ref)}   # first use included

@@ -62,8 +62,8 @@ def _own_loss(cfg: condlab.Config) -> float:
 @pytest.mark.parametrize("width", [50, 20000])
 def test_a_subclass_trains_with_its_own_pass_on_every_path(width, monkeypatch):
     # claim: training reports the subclass's own loss (float64, within 1e-12 relative), with the
-    # fast paths on and off, and trains it the same way on both; the plain `fc` net of the same weights has another loss and does
-    # take a fast path here, so the test could fail
+    # fast paths on and off, and trains it the same way on both; the plain `fc` net of the same
+    # weights has another loss and does take a fast path here, so the test could fail
     monkeypatch.setitem(ARCHITECTURES, Doubled.name, Doubled)
     overrides = [f"model.width={width}", "model.init_std=0.5", "train.epochs=3", "train.snapshots=every:1",
                  "train.dtype=float64"]
@@ -273,7 +273,7 @@ def test_a_wide_training_resumes_bit_for_bit(accelerated):
     assert torch.equal(net.flat, net2.flat)
 
 
-WIDE = {"data": {"n": 20, "d": 2}, "model": {"width": 5000, "init_std": [0.01], "activations": ["tanh"]},
+WIDE = {"data": {"n": 40, "d": 2}, "model": {"width": 5000, "init_std": [0.01], "activations": ["tanh"]},
         "train": {"optimizer": "adam", "lr": [1e-3], "epochs": 40, "snapshots": "every:10",
                   "dtype": "float32", "checkpoint_seconds": 1e-9}}
 

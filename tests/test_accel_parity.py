@@ -81,6 +81,7 @@ TRAINING_ASIDE = {
         dict(width=3000, n=40, runs=1, depth=2),
         dict(width=3000, n=40, runs=1, dropout=(0.5,)),
         dict(width=20000, n=40, runs=1, half=True),
+        dict(width=100000, n=20, runs=1),                 # too few points to pay for its compile
     ],
 }
 # fast path -> phase cases: (width, points, seeds, keyword arguments of train_to_convergence)

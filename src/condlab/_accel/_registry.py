@@ -60,6 +60,7 @@ class FastPath:
 _PATHS: dict[str, list[FastPath]] = {}
 _LOADED: set[str] = set()        # protocols whose modules were imported (or failed to)
 _FAILED: set[str] = set()        # fast paths (or modules) that raised: off for this process
+_OFF: set[str] = set()           # fast paths switched off by name (reference_only)
 
 
 def register(path: FastPath) -> FastPath:
@@ -76,16 +77,23 @@ def reference() -> bool:
 
 
 @contextmanager
-def reference_only() -> Iterator[None]:
-    """Every fast path off inside the block (``CONDLAB_REFERENCE=1``, restored after): for benchmarks."""
-    before = os.environ.get(ENV_VAR)
-    os.environ[ENV_VAR] = "1"
+def reference_only(*names: str) -> Iterator[None]:
+    """Inside the block every fast path is off (``CONDLAB_REFERENCE=1``), or only the named ones:
+    what benchmarks compare against."""
+    known = {path.name for protocol in MODULES for path in paths(protocol)}
+    if set(names) - known:
+        raise ValueError(f"no fast path named {sorted(set(names) - known)}: choose from {sorted(known)}")
+    before, off = os.environ.get(ENV_VAR), set(names) - _OFF
+    _OFF.update(off)
+    if not names:
+        os.environ[ENV_VAR] = "1"
     try:
         yield
     finally:
-        if before is None:
+        _OFF.difference_update(off)
+        if not names and before is None:
             del os.environ[ENV_VAR]
-        else:
+        elif not names:
             os.environ[ENV_VAR] = before
 
 
@@ -98,7 +106,7 @@ def find(protocol: str, key: object, *args: Any) -> Any:
     if reference():
         return None
     for path in paths(protocol):
-        if path.name in _FAILED or not any(key is k for k in path.written_for):
+        if path.name in _FAILED or path.name in _OFF or not any(key is k for k in path.written_for):
             continue
         try:
             made = path.make(*args)
