@@ -5,7 +5,7 @@ the --quick estimate.
 
 For each width and thread count: 6 points of the quick grid (3 linear, 3 condensed; float64, ASI),
 batched as the diagram batches them, are trained for `--steps` steps by the reference loop
-(`_loss_grad_bound`: batched torch ops, the straightforward implementation; every fast path off,
+(`TwoLayer.loss_grad_bound`: batched torch ops, the straightforward implementation; fast paths off,
 CONDLAB_REFERENCE) and by the compiled one-pass step (the fast path "phase step",
 condlab._accel._relu_fused), in interleaved pairs (`--repeats`), giving ms per run-step and their
 ratio; then the compiled step trains them to convergence, giving the mean steps per run and an

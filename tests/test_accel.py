@@ -19,8 +19,9 @@ import pytest
 import torch
 
 import condlab
+from _accel_helpers import two_layer
 from condlab._accel import AccelWarning, _registry, _relu_fused, _wide_step, find
-from condlab.phase import scales, train_to_convergence
+from condlab.phase import TwoLayer, scales, train_to_convergence
 from condlab.training._arch import ARCHITECTURES, FullyConnected, get_architecture
 from condlab.training._data import make_dataset
 from condlab.training._models import BatchedNet, augment, init_weights
@@ -98,18 +99,32 @@ def _fc(width: int, n: int, dtype=torch.float64, runs: int = 1, std: float = 0.5
     return net, xb, torch.sin(2 * x[:, :1]).to(dtype)[None].expand(runs, n, 1).contiguous()
 
 
+class MyTwoLayer(TwoLayer):
+    """A subclass of the phase diagram's two-layer net (it could change the loss)."""
+
+
 def test_the_reference_switch_turns_every_fast_path_off(reference):
     for width in (50, 20000):
         net, x, y = _fc(width, 80)
         assert net.fast_step(x, y) is None
-    assert find("phase step", torch.relu, 3) is None
+    assert find("phase step", TwoLayer, two_layer(), 3) is None
+    opt = get_optimizer("adam")(torch.zeros(10), Hyper(lr=torch.tensor(1e-3)))
+    assert opt._fast is None
 
 
 def test_fast_paths_match_the_exact_class_only(accelerated):
     net, x, y = _fc(50, 80)
     assert find("training step", FullyConnected, net, x, y, None) is not None
     assert find("training step", Doubled, net, x, y, None) is None
-    assert find("phase step", torch.nn.functional.relu, 3) is None   # another function than torch.relu
+    assert find("phase step", TwoLayer, two_layer(), 3) is not None
+    assert find("phase step", MyTwoLayer, two_layer(), 3) is None
+    assert find("phase step", TwoLayer, two_layer("tanh"), 3) is None   # written for ReLU
+    assert get_optimizer("adam")(torch.zeros(10), Hyper(lr=torch.tensor(1e-3)))._fast is not None
+
+    class MyAdam(get_optimizer("adam")):
+        """A subclass of Adam (it could change the step)."""
+
+    assert MyAdam(torch.zeros(10), Hyper(lr=torch.tensor(1e-3)))._fast is None
 
 
 # ----------------------------------------------------------------------------- failures fall back
@@ -353,7 +368,7 @@ def test_ctrl_c_stops_the_compiled_phase_runs_and_marks_the_batch_interrupted(ac
 
     m = 2000  # never reaches tol = 0 within the budget: only Ctrl-C can end it early
     points = [scales(g, gp, m) for g, gp in POINTS[:2]]
-    assert find("phase step", torch.relu, 3) is not None
+    assert find("phase step", TwoLayer, two_layer(), 3) is not None
     # compile first (seconds on a loaded machine), so that the interrupt lands in the training loop
     train_to_convergence(m, points, [0, 1], tol=0.0, max_steps=2)
     timer = threading.Timer(1.0, _thread.interrupt_main)

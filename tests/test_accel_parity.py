@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 import torch
 
+from _accel_helpers import two_layer
 from condlab._accel import ENV_VAR, MODULES, paths
 from condlab.activations import get_activation
 from condlab.phase import scales, train_to_convergence
@@ -95,7 +96,8 @@ PHASE = {
         (80, POINTS[:3], [0, 1, 2], dict(asi=False, c=8.0, max_steps=3000)),
     ],
 }
-PHASE_ASIDE = {"compiled ReLU phase step": [7]}   # more points than the kernel takes
+# more points than the kernel takes; another activation than the ReLU it hard-codes
+PHASE_ASIDE = {"compiled ReLU phase step": [(7, "relu"), (3, "tanh")]}
 # fast path -> optimizer cases: (optimizer, hyper-parameters shared by every element or per run)
 OPTIMIZER = {"fused Adam": [("adam", True), ("adam", False), ("adamw", True), ("adamw", False)]}
 OPTIMIZER_ASIDE = {"fused Adam": [("adam", torch.float16)]}   # a dtype the kernel does not take
@@ -197,7 +199,7 @@ def test_phase_step_equals_the_reference(name, case, monkeypatch):
     width, points, seeds, kw = case
     n = len(kw.get("x", (0, 0, 0)))
     with _mode(monkeypatch, fast=True):
-        assert _registered()[name].make(n) is not None
+        assert _registered()[name].make(two_layer(), n) is not None
     out = {}
     for key, fast, threads in (("fast", True, 1), ("split", True, 2), ("reference", False, 1)):
         with _mode(monkeypatch, fast, threads):
@@ -217,9 +219,10 @@ def test_phase_step_equals_the_reference(name, case, monkeypatch):
             np.testing.assert_allclose(a.neurons[key], b.neurons[key], rtol=PHASE_REL, atol=PHASE_REL * scale)
 
 
-@pytest.mark.parametrize("name,n", _cases(PHASE_ASIDE))
-def test_phase_step_stands_aside_where_it_does_not_apply(name, n, accelerated):
-    assert _registered()[name].make(n) is None
+@pytest.mark.parametrize("name,case", _cases(PHASE_ASIDE))
+def test_phase_step_stands_aside_where_it_does_not_apply(name, case, accelerated):
+    n, activation = case
+    assert _registered()[name].make(two_layer(activation), n) is None
 
 
 def _adam(name: str, shared: bool, dtype: torch.dtype, size: int = 5000):

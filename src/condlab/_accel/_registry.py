@@ -2,9 +2,9 @@
 
 Every computation has one readable reference implementation (plain torch) that owns a small
 protocol -- "training step": ``BatchedNet.loss_and_grad`` of an architecture; "optimizer step":
-an optimizer's ``step``; "phase step": the phase-diagram trainer's step for an activation. A
+an optimizer's ``step``; "phase step": the phase-diagram trainer's loop for a network class. A
 fast path is a module of this package that computes the same thing faster for the CONCRETE
-classes (or the function) it was written for, and registers for them here (``register``). The
+classes it was written for, and registers for them here (``register``). The
 reference asks once, with the exact class of its object, ``find("training step", type(arch),
 net, x, y, dropout)``; it gets a made fast path, or None, and then runs its own code. Matching
 is by identity, never ``isinstance``: a subclass that overrides the forward pass is a different
@@ -52,7 +52,7 @@ class FastPath:
 
     name: str
     protocol: str
-    written_for: tuple[object, ...]   # concrete classes, or a function, matched by identity
+    written_for: tuple[type, ...]   # the concrete classes, matched by identity (never subclasses)
     make: Callable[..., Any]
     benchmark: str
 
@@ -97,16 +97,17 @@ def reference_only(*names: str) -> Iterator[None]:
             os.environ[ENV_VAR] = before
 
 
-def find(protocol: str, key: object, *args: Any) -> Any:
-    """The first fast path of `protocol` written for `key` that takes `args`, made; or None.
+def find(protocol: str, cls: type, *args: Any) -> Any:
+    """The first fast path of `protocol` written for the class `cls` that takes `args`, made; or
+    None, and the caller runs its reference.
 
-    `key` is the exact class of the reference's object (``type(obj)``), or the function the
-    fast path stands in for. None: the caller runs its reference.
+    `cls` is the exact class of the reference's object (``type(obj)``): a fast path written for
+    a parent class does not apply to a subclass.
     """
     if reference():
         return None
     for path in paths(protocol):
-        if path.name in _FAILED or path.name in _OFF or not any(key is k for k in path.written_for):
+        if path.name in _FAILED or path.name in _OFF or not any(cls is k for k in path.written_for):
             continue
         try:
             made = path.make(*args)

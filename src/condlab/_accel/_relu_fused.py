@@ -2,8 +2,9 @@
 
 Registered for the two-layer network ``TwoLayer`` (exact class) with ``torch.relu``, the
 activation it hard-codes. Same arithmetic as the reference, ``condlab.phase``'s loop over
-``TwoLayer.loss_grad_bound`` and its step (which trains every other activation), reorganised so that a GD step reads and writes each neuron's six numbers (a, w, b
-and their accumulated changes) once:
+``TwoLayer.loss_grad_bound`` and its step (which trains every other activation), reorganised so
+that a GD step reads and writes each neuron's six numbers (a, w, b and their accumulated
+changes) once:
 
 * For 1-D input every quantity is elementwise over neurons; only f (n,), the Gram matrix's sums and
   the Hessian bound need a reduction. The update of step t and the forward pass of step t + 1 are
