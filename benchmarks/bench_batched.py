@@ -4,6 +4,10 @@ R runs of the Fig. 3 network (5-50-1, tanh, n = 80, full-batch Adam, lr 1e-3, 10
 trained three ways in one process, in float32 and float64:
 
 * ``condlab``: ``train_batch`` (the trainer itself: loss record, snapshots, divergence checks);
+* ``reference``: the same with every fast path off (``CONDLAB_REFERENCE=1``), or only those named
+  by ``--without``: reference / condlab is their gain (here: the one-layer numpy step,
+  ``condlab._accel._cpu_step``, and fused Adam; docs/architecture.md, "Fast paths"); the first
+  training of each in the process (its first use included) is printed too;
 * ``loop``: one ``nn.Sequential`` + ``torch.optim.Adam`` per run, one run after the other
   (timed on --loop-runs runs and scaled to R: each run costs the same);
 * ``autograd``: what a careful user writes to batch by hand -- weights stacked as (R, m, d+1)
@@ -16,7 +20,8 @@ a ratio is taken within one repetition and the median over repetitions is printe
 best times. Timings on a shared machine are noisy; the ratios are what to read.
 
     python benchmarks/bench_batched.py [--runs 64] [--epochs 1000] [--loop-runs 4] [--repeat 3]
-        [--threads 1,2] [--clock wall|cpu] [--step-parallel-min N]
+        [--threads 1,2] [--clock wall|cpu] [--step-parallel-min N] [--only condlab,reference]
+        [--without "fused Adam"]
 
 ``--clock cpu`` times each contender by this thread's CPU time (``--threads 1`` only): on a
 machine shared with other work, wall-clock ratios swing by 2-10x, CPU-time ratios much less.
@@ -33,7 +38,7 @@ import torch
 from torch import nn
 
 import condlab
-from condlab._accel import _cpu_step
+from condlab._accel import _cpu_step, reference_only
 from condlab.records._records import RunSpec
 from condlab.training._data import make_dataset
 from condlab.training._models import Architecture, BatchedNet, init_weights
@@ -88,6 +93,11 @@ def condlab_batched(arch, specs, inits, x, y, epochs: int) -> None:
     train_batch(net, x, y, specs, optimizer="adam", epochs=epochs, snapshot_at=[0, 100, epochs])
 
 
+def without_fast_paths(fn: Callable[[], None], names: list[str]) -> None:
+    with reference_only(*names):
+        fn()
+
+
 def seconds(fn: Callable[[], None]) -> float:
     start = _clock()
     fn()
@@ -107,6 +117,11 @@ def main() -> None:
                         help="override condlab._accel._cpu_step.STEP_PARALLEL_MIN (work per thread "
                              "above which the one-layer step is split over threads); 65536 splits the "
                              "float32 Fig. 3 step")
+    parser.add_argument("--without", action="append", default=[],
+                        help="the reference contender switches off only this fast path (repeatable; "
+                             "default: all of them, CONDLAB_REFERENCE=1)")
+    parser.add_argument("--only", default=None,
+                        help="comma-separated contenders to time (condlab, reference, autograd, loop)")
     args = parser.parse_args()
     if args.step_parallel_min is not None:
         _cpu_step.STEP_PARALLEL_MIN = args.step_parallel_min
@@ -133,17 +148,27 @@ def measure(arch, specs, inits, data, dtype, threads: list[int], args) -> dict[i
     """threads -> contender -> seconds per repetition (the loop scaled to R runs)."""
     x = torch.as_tensor(data.x, dtype=dtype)
     y = torch.as_tensor(data.y, dtype=dtype)
+    ours = lambda: condlab_batched(arch, specs, inits, x, y, args.epochs)   # noqa: E731
     contenders = {
-        "condlab": lambda: condlab_batched(arch, specs, inits, x, y, args.epochs),
+        "condlab": ours,
+        "reference": lambda: without_fast_paths(ours, args.without),
         "autograd-fused": lambda: autograd_batched(inits, x, y, args.epochs, "fused"),
         "autograd-foreach": lambda: autograd_batched(inits, x, y, args.epochs, "foreach"),
         "loop": lambda: [loop_one([w.to(dtype) for w in inits[r]], x, y, args.epochs)
                          for r in range(args.loop_runs)],
     }
+    if args.only:
+        keep = args.only.split(",")
+        contenders = {k: v for k, v in contenders.items() if k in keep or k.split("-")[0] in keep}
     torch.set_num_threads(threads[0])
-    for name, fn in contenders.items():  # warm-up: first-call costs out of the timings
+    first = {}
+    for name, fn in contenders.items():  # warm-up: first-call costs out of the timings (timed: first use)
         if name != "loop":
-            fn()
+            first[name] = seconds(fn)
+    if "condlab" in first and "reference" in first:
+        print(f"{str(dtype).removeprefix('torch.'):>8} first training in this process (first use included): "
+              f"condlab {first['condlab']:.2f} s, reference {first['reference']:.2f} s "
+              f"-> {first['reference'] / first['condlab']:.2f}x")
     times: dict[int, dict[str, list[float]]] = {t: {k: [] for k in contenders} for t in threads}
     for _ in range(args.repeat):
         for t in threads:
@@ -157,6 +182,13 @@ def measure(arch, specs, inits, data, dtype, threads: list[int], args) -> dict[i
 def report(dtype: str, threads: int, times: dict[str, list[float]]) -> None:
     """Median over repetitions of the per-repetition ratios; the strongest autograd per repetition."""
     ours = times["condlab"]
+    if "reference" in times:
+        gains = [r / c for r, c in zip(times["reference"], ours, strict=True)]
+        print(f"{dtype:>8} threads={threads}: condlab {min(ours):6.2f} s  reference "
+              f"{min(times['reference']):6.2f} s  ->  fast path gain {statistics.median(gains):4.2f}x "
+              f"(range {min(gains):.2f}-{max(gains):.2f})")
+    if "loop" not in times or "autograd-fused" not in times:
+        return
     autograd = [min(a, b) for a, b in zip(times["autograd-fused"], times["autograd-foreach"], strict=True)]
     vs_loop = statistics.median(loop / c for loop, c in zip(times["loop"], ours, strict=True))
     vs_auto = statistics.median(a / c for a, c in zip(autograd, ours, strict=True))

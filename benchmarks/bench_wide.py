@@ -5,20 +5,26 @@ One network d-m-1 (d = 5, m = 10^5, tanh), n = 4 and n = 80 samples, GD and Adam
 * ``condlab``: the trainer's step (``BatchedNet.loss_and_grad`` + the ``condlab.training._optim`` step;
   ``blocked`` in the output where it took the wide layer's blocked step, ``condlab._accel._wide_step``,
   ``arch`` where the architecture's pass);
+* ``reference``: the same with every fast path off (``CONDLAB_REFERENCE=1``), or only those named
+  by ``--without``: reference / condlab is their gain (the blocked step's, fused Adam's;
+  docs/architecture.md, "Fast paths"). Its first use -- the first
+  step in the process, numba's compile included -- is timed too, and the gain over a training
+  of ``--train-steps`` steps with it;
 * ``autograd``: W (m, d+1) and a (1, m+1) as leaf tensors, ``x_aug @ W.T``, ``tanh``,
   ``.backward()``, ``torch.optim.Adam`` / ``SGD`` with ``fused=True`` (``foreach=True`` where
   this torch has no fused kernel);
 * ``floor``: the bytes a step must move -- parameters read and written, the gradient written
   and read, for Adam both moments read and written -- at the measured copy bandwidth, plus
   the activation's own measured cost: the faster of ``torch.tanh`` and numpy's SIMD
-  ``np.tanh`` (what condlab uses on CPU) on the n*m pre-activations, at this thread count.
+  ``np.tanh`` (what the blocked step uses) on the n*m pre-activations, at this thread count.
 
 Targets (issue 9): condlab >= 1.5x autograd, and within 3x of the floor. Each repetition
 times the contenders back to back (pairs interleaved) at 1 and 2 threads; ratios are taken
 within a repetition, the median over repetitions is printed.
 
     python benchmarks/bench_wide.py [--width 100000] [--steps 20] [--repeat 5] [--threads 1,2]
-        [--clock wall|cpu]
+        [--clock wall|cpu] [--points 4,80] [--optimizers gd,adam] [--train-steps 1000]
+        [--without "wide blocked step"]
 
 ``--clock cpu``: this thread's CPU time instead of wall time (``--threads 1`` only), steadier
 on a shared machine.
@@ -30,10 +36,12 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 
+import numpy as np
 import torch
 
-from condlab._accel._cpu import tanh_into
+from condlab._accel import reference_only
 from condlab.training._arch import get_architecture
 from condlab.training._models import BatchedNet, augment, init_weights
 from condlab.training._optim import Hyper, get_optimizer
@@ -43,17 +51,25 @@ _CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
 _clock = _CLOCKS["wall"]
 
 
-def condlab_step(arch, x: torch.Tensor, y: torch.Tensor, optimizer: str) -> Callable[[], None]:
+def condlab_step(arch, x: torch.Tensor, y: torch.Tensor, optimizer: str,
+                 without: list[str] | None = None) -> Callable[[], None]:
+    """The trainer's step; with `without`, every part of it made and run with those fast paths off
+    (all of them for an empty list)."""
+    def switch():
+        return nullcontext() if without is None else reference_only(*without)
+
     net = BatchedNet(arch, 1, x.dtype, torch.device("cpu"))
     net.load(0, init_weights(arch, 0, 0.005))
     xb, yb = augment(x)[None].contiguous(), y[None].contiguous()
-    opt = get_optimizer(optimizer)(net.flat, Hyper(lr=torch.tensor(LR, dtype=x.dtype)))
+    with switch():   # the optimizer looks its fast step up when it is made
+        opt = get_optimizer(optimizer)(net.flat, Hyper(lr=torch.tensor(LR, dtype=x.dtype)))
 
     def step() -> None:
-        net.loss_and_grad(xb, yb)
-        opt.step(net.grad)
+        with switch():
+            net.loss_and_grad(xb, yb)
+            opt.step(net.grad)
 
-    step.net = net   # which pass ran: net._wide[2] is the blocked step (condlab._accel._wide_step) or None
+    step.blocked = lambda: net.fast_step(xb, yb) is not None   # which pass ran
     return step
 
 
@@ -91,7 +107,8 @@ def floor_seconds(arch, n: int, dtype: torch.dtype, optimizer: str) -> float:
     bandwidth = 2 * big.numel() * big.element_size() / copy
     z = torch.randn(n, arch.width, dtype=dtype) * 0.01
     out = torch.empty_like(z)
-    tanh = min(best_of(5, lambda: torch.tanh(z, out=out)), best_of(5, lambda: tanh_into(z, out)))
+    numpy_tanh = best_of(5, lambda: np.tanh(z.numpy(), out=out.numpy()))
+    tanh = min(best_of(5, lambda: torch.tanh(z, out=out)), numpy_tanh)
     return nbytes / bandwidth + tanh
 
 
@@ -115,6 +132,13 @@ def main() -> None:
     parser.add_argument("--clock", choices=sorted(_CLOCKS), default="wall",
                         help="cpu: this thread's CPU time, steadier on a busy machine (--threads 1 only)")
     parser.add_argument("--dtype", default="float32,float64")
+    parser.add_argument("--points", default="4,80", help="comma-separated numbers of samples n")
+    parser.add_argument("--optimizers", default="gd,adam")
+    parser.add_argument("--without", action="append", default=[],
+                        help="the reference contender switches off only this fast path (repeatable; "
+                             "default: all of them, CONDLAB_REFERENCE=1)")
+    parser.add_argument("--train-steps", type=int, default=1000,
+                        help="the training over which the gain with first use is computed")
     args = parser.parse_args()
     arch = get_architecture("fc")(D, args.width, 1, 1, (_tanh(),), True)
     threads = [int(t) for t in args.threads.split(",")]
@@ -125,27 +149,42 @@ def main() -> None:
     print(f"torch {torch.__version__}, d={D}, m={args.width}, tanh; seconds per step, best of "
           f"{args.repeat}; ratios: median over repetitions")
     for dtype in [getattr(torch, name) for name in args.dtype.split(",")]:
-        for n in (4, 80):
+        for n in [int(v) for v in args.points.split(",")]:
             gen = torch.Generator().manual_seed(n)
             x = (torch.rand(n, D, generator=gen, dtype=torch.float64) * 6 - 4).to(dtype)
             y = torch.sin(x).sum(1, keepdim=True)
-            for optimizer in ("gd", "adam"):
+            for optimizer in args.optimizers.split(","):
                 measure(arch, x, y, optimizer, threads, args)
 
 
 def measure(arch, x, y, optimizer: str, threads: list[int], args) -> None:
-    ours, theirs = condlab_step(arch, x, y, optimizer), autograd_step(arch, x, y, optimizer)
+    ours, ref = condlab_step(arch, x, y, optimizer), condlab_step(arch, x, y, optimizer, args.without)
+    theirs = autograd_step(arch, x, y, optimizer)
+    torch.set_num_threads(threads[0])
+    first = {"condlab": seconds_once(ours), "reference": seconds_once(ref)}   # first use included
+    name = f"{str(x.dtype).removeprefix('torch.'):>8} n={x.shape[0]:<3} {optimizer:<4}"
     for t in threads:
         torch.set_num_threads(t)
         floor = floor_seconds(arch, x.shape[0], x.dtype, optimizer)
-        pairs = [(best_of(1, ours, args.steps), best_of(1, theirs, args.steps)) for _ in range(args.repeat)]
-        c, a = min(p[0] for p in pairs), min(p[1] for p in pairs)
-        path = "blocked" if ours.net._wide[2] is not None else "arch"
-        name = str(x.dtype).removeprefix("torch.")
-        print(f"{name:>8} n={x.shape[0]:<3} {optimizer:<4} threads={t} {path}: "
-              f"condlab {c * 1e3:7.2f} ms  autograd {a * 1e3:7.2f} ms  floor {floor * 1e3:6.2f} ms  ->  "
-              f"{statistics.median(q / p for p, q in pairs):4.2f}x autograd (target 1.5x), "
+        runs = [(best_of(1, ours, args.steps), best_of(1, ref, args.steps), best_of(1, theirs, args.steps))
+                for _ in range(args.repeat)]
+        c, r, a = (min(run[k] for run in runs) for k in range(3))
+        gains = [run[1] / run[0] for run in runs]
+        k = args.train_steps - 1
+        with_first = (first["reference"] + k * r) / (first["condlab"] + k * c)
+        print(f"{name} threads={t} {'blocked' if ours.blocked() else 'arch'}: condlab {c * 1e3:7.2f} ms  "
+              f"reference {r * 1e3:7.2f} ms  autograd {a * 1e3:7.2f} ms  floor {floor * 1e3:6.2f} ms  ->  "
+              f"gain {statistics.median(gains):4.2f}x (range {min(gains):.2f}-{max(gains):.2f}), "
+              f"{statistics.median(q[2] / q[0] for q in runs):4.2f}x autograd (target 1.5x), "
               f"{c / floor:4.1f}x the floor (target <= 3x)")
+    print(f"{name} first step in this process: condlab {first['condlab']:.2f} s, reference "
+          f"{first['reference']:.2f} s; gain over {args.train_steps} steps with it: {with_first:.2f}x")
+
+
+def seconds_once(fn: Callable[[], None]) -> float:
+    start = _clock()
+    fn()
+    return _clock() - start
 
 
 def _tanh():

@@ -48,3 +48,18 @@ def report_results(tmp_path_factory):
     from _report_results import Built
 
     return Built(tmp_path_factory.mktemp("report-results"))
+
+
+ENV_VAR = "CONDLAB_REFERENCE"   # condlab._accel.ENV_VAR (not imported here: conftest loads first)
+
+
+@pytest.fixture
+def reference(monkeypatch):
+    """Every fast path off (condlab._accel): the reference computations run."""
+    monkeypatch.setenv(ENV_VAR, "1")
+
+
+@pytest.fixture
+def accelerated(monkeypatch):
+    """The fast paths on, also under ``CONDLAB_REFERENCE=1`` (for tests of the fast paths themselves)."""
+    monkeypatch.delenv(ENV_VAR, raising=False)

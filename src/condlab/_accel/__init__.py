@@ -1,23 +1,26 @@
-"""Fast paths of the training step, each registered for the concrete classes it was written for.
+"""Fast paths: each computes what a reference computation of condlab computes, faster, for the
+concrete classes it was written for, and registers for them (``_registry``).
 
-``CONDLAB_REFERENCE=1`` switches every one of them off (the reference path runs everywhere).
+The reference asks ``find(protocol, type(obj), ...)`` and runs its own code on None.
+``CONDLAB_REFERENCE=1`` switches every fast path off; a fast path that fails is switched off
+with one ``AccelWarning``. docs/architecture.md ("Fast paths") lists them with their gains.
 """
 
 from .._lazy import exports
 
 # name -> the private module that defines it; imported on first use (no import cost, no cycles)
 _EXPORTS = {
-    "FusedAdam": "._fused",
-    "OneLayerStep": "._cpu_step",
-    "SERIAL_MAX": "._fused",
-    "WideStep": "._wide_step",
-    "bmm_into": "._cpu",
+    "AccelWarning": "._registry",
+    "ENV_VAR": "._registry",
+    "FastPath": "._registry",
+    "MODULES": "._registry",
+    "find": "._registry",
     "in_parallel": "._cpu",
-    "numpy_bmm": "._cpu",
+    "paths": "._registry",
+    "reference": "._registry",
+    "reference_only": "._registry",
+    "register": "._registry",
     "split_ranges": "._cpu",
-    "tanh_into": "._cpu",
-    "tanh_slope_into": "._cpu",
-    "torch_in_ranges": "._cpu",
 }
 
 # the public API of this package; the other names of _EXPORTS serve condlab's other subpackages

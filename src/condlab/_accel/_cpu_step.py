@@ -1,19 +1,18 @@
-"""The training step of a small one-hidden-layer network on CPU, as numpy calls on cached views.
+"""Fast path "training step": a small one-hidden-layer network on CPU, as numpy calls on cached views.
 
-``BatchedNet.loss_and_grad`` computes the loss and gradient of eq. (3) for R runs with the
-architecture's forward and backward pass (``condlab.training._arch``): a few dozen torch operations per
-step, each with microseconds of dispatch. For the networks most experiments train (one hidden
-layer, Figs. 3-5 and the sweeps: R x 80 points x 50 neurons) that dispatch was a quarter of a
-float32 step. This module makes the same computation as about fifteen numpy calls on numpy
-views of the parameter, gradient and workspace buffers, made once per data set (the trainer
-passes the same tensors every step): 130 -> ~40 us of fixed cost per step.
+Registered for ``FullyConnected`` and ``Residual`` (exact classes; at depth 1 neither has a
+skip connection). The reference, ``BatchedNet.loss_and_grad`` with the architecture's
+forward and backward pass (``condlab.training``), makes a few dozen torch operations per
+step, each with microseconds of dispatch. For the networks most experiments train (one
+hidden layer, Figs. 3-5 and the sweeps: R x 80 points x 50 neurons) this module makes the
+same computation as about fifteen numpy calls on numpy views of the parameter and gradient
+buffers, made once per data set (the trainer passes the same tensors every step).
 
-It applies to one hidden layer without a skip connection, on CPU in float32/float64, with or
-without dropout (so a run with q = 0 trains bit for bit as in a batch without dropout), when
-every per-run product is small enough for OpenBLAS to run on one thread
-(``condlab._accel._cpu.BLAS_SINGLE_MAX``); anything else keeps the architecture's pass. The math is
-the architecture's (``Architecture.batched_forward``/``batched_backward``), so results agree
-within rounding (tests/test_training.py holds both to torch.optim at 1e-9 in float64).
+It applies to one hidden layer, on CPU in float32/float64, with or without dropout (so a run
+with q = 0 trains bit for bit as in a batch without dropout), when every per-run product is
+small enough for OpenBLAS to run on one thread (``_cpu.BLAS_SINGLE_MAX``); anything else
+keeps the reference. The math is the architecture's, so results agree within rounding
+(tests/test_accel_parity.py).
 
 How the Fig. 3 step (R = 64, n = 80, m = 50; float64: ~40 % np.tanh) is laid out:
 
@@ -24,7 +23,7 @@ How the Fig. 3 step (R = 64, n = 80, m = 50; float64: ~40 % np.tanh) is laid out
   colsum(x delta) as one more row, not as separate reductions.
 * tanh's slope is 1 - h^2 and, with one output (the ``fold``), only used through s^T (x delta):
   the step computes colsum(x delta) - (h^2)^T (x delta), one pass (h^2) instead of two. Both
-  forms have an absolute error of a few ulp of sum_n |a_j x_n delta_n| (tests/test_cpu_step.py).
+  forms have an absolute error of a few ulp of sum_n |a_j x_n delta_n|.
 * Without dropout, z, h = tanh(z) and h^2 live in ONE buffer (tanh and the square in place,
   the output and its gradient read h in between): a third of the bytes moved per step. With
   dropout, runs with q > 0 keep the plain slope (the mask scales it) in a second buffer; runs
@@ -35,17 +34,10 @@ How the Fig. 3 step (R = 64, n = 80, m = 50; float64: ~40 % np.tanh) is laid out
   whole step for its range: one hand-off per step, not one per operation. Each run is computed
   by the same calls whatever the range, so splitting changes no bit (tested). A step with
   dropout is not split: torch's threads, drawing the masks, spin after their parallel regions
-  on the cores the pool would need. For the same reason the fused Adam step runs on one
-  thread for small buffers (condlab._accel._fused.SERIAL_MAX).
+  on the cores the pool would need.
 
-Measured (2-core machine shared with other jobs, load 2-6): whole 300-epoch trainings, this
-thread's CPU time, old and new step interleaved, median of 12 pair ratios: 0.86x the previous
-step's training time in float64, 0.95x in float32. ``benchmarks/bench_batched.py --repeat 5
---clock cpu --threads 1`` (two runs): float64 29.1-30.3x the per-run loop (was 23.3x) and
-3.1-3.9x batched autograd; float32 60-64x and 4.3x. At 2 threads the float64 step's slower
-half takes 0.55x the one-thread step's CPU time; wall clock (``--repeat 5``, load 2-5, so
-only indicative): float64 at 2 threads 0.67 s best against 0.94 s at 1 thread, 47x the loop
-and 4.8x batched autograd (whose OpenMP threads suffer more from a busy core).
+Gain (benchmarks/bench_batched.py, whole trainings against the reference): docs/architecture.md,
+"Fast paths".
 """
 
 from __future__ import annotations
@@ -55,7 +47,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from ..activations import fused_tanh
+from ..training import FullyConnected, Residual
 from . import _cpu
+from ._registry import FastPath, register
 
 if TYPE_CHECKING:
     from ..training import BatchedNet, Dropout
@@ -107,13 +102,14 @@ class OneLayerStep:
     products with the hidden values also give the output bias's gradient and colsum(x delta).
     """
 
-    def __init__(self, net: BatchedNet, x_aug: torch.Tensor, y: torch.Tensor, work: dict):
+    def __init__(self, net: BatchedNet, x_aug: torch.Tensor, y: torch.Tensor):
         arch = net.arch
         self.act, self.n, self.m = arch.activations[0], x_aug.shape[1], arch.width
         self.bias = arch.output_bias
         # the tensors keep their numpy views' memory alive; the data may be broadcast views
         self.tensors = (x_aug, y)
-        self.like = work["h"][0]   # (R, n, m): the dropout masks' shape, drawn as in the architecture
+        # (R, n, m): the dropout masks' shape and dtype, so they are drawn as in the architecture
+        self.like = torch.empty((), dtype=x_aug.dtype).expand(x_aug.shape[0], self.n, self.m)
         view = _cpu.as_numpy
         self.x, self.y = view(x_aug), view(y)
         self.y_t = self.y.transpose(0, 2, 1)
@@ -136,18 +132,25 @@ class OneLayerStep:
         self.g = np.empty((runs, m, n), dtype=dtype)
         self.mask_t = np.empty((runs, m, n), dtype=dtype)   # (untouched memory unless dropout)
         self.fold = d_out == 1 and n > cols   # as in Architecture.batched_backward
-        # tanh in numpy (may run on the pool's threads), and its slope from its value
-        self.tanh = self.act.numpy_fn is np.tanh and self.act.slope_is_one_minus_square
+        # the built-in tanh in numpy (may run on the pool's threads), and its slope from its value
+        self.tanh = self.act.fused is fused_tanh
         cost = F64_COST if dtype == np.float64 else 1
         work = runs * n * m * cost // STEP_PARALLEL_MIN
         self.most_threads = max(1, min(runs, work)) if self.tanh else 1
         self._parts: dict[int, list[_Part]] = {}
 
+    @classmethod
+    def make(cls, net: BatchedNet, x_aug: torch.Tensor, y: torch.Tensor,
+             dropout: Dropout | None) -> OneLayerStep | None:
+        """This step for net.loss_and_grad(x_aug, y, dropout), or None where it does not apply."""
+        return cls(net, x_aug, y) if cls.applies(net, x_aug, y) else None
+
     @staticmethod
     def applies(net: BatchedNet, x_aug: torch.Tensor, y: torch.Tensor) -> bool:
-        """Whether this step computes net.loss_and_grad(x_aug, y, dropout)."""
+        """Whether this step computes net.loss_and_grad(x_aug, y, dropout) (the architecture's
+        class is checked by the registry)."""
         arch = net.arch
-        if arch.depth != 1 or arch.skip(0) or net.flat.device.type != "cpu":
+        if arch.depth != 1 or net.flat.device.type != "cpu":
             return False
         if any(_cpu.as_numpy(t) is None for t in (net.flat, net.grad, x_aug, y)):
             return False
@@ -245,3 +248,7 @@ class OneLayerStep:
             np.matmul(part.a_bar_t, delta, out=part.g)
             np.multiply(s[:, :m], part.g, out=part.g)
             np.matmul(part.g, part.x, out=part.gw)
+
+
+register(FastPath("one-layer numpy step", "training step", (FullyConnected, Residual), OneLayerStep.make,
+                  "benchmarks/bench_batched.py"))

@@ -1,8 +1,10 @@
-"""The ReLU step of the phase-diagram trainer as one compiled pass over the neurons (numba).
+"""Fast path "phase step": the phase trainer's ReLU step as one compiled pass over the neurons (numba).
 
-Same arithmetic as ``_train._loss_grad_bound`` + ``_State.step`` (the reference, kept for other
-activations and for tests/test_phase_fused.py), reorganised so that a GD step reads and writes each
-neuron's six numbers (a, w, b and their accumulated changes) once:
+Registered for the two-layer network ``TwoLayer`` (exact class) with ``torch.relu``, the
+activation it hard-codes. Same arithmetic as the reference, ``condlab.phase``'s loop over
+``TwoLayer.loss_grad_bound`` and its step (which trains every other activation), reorganised so
+that a GD step reads and writes each neuron's six numbers (a, w, b and their accumulated
+changes) once:
 
 * For 1-D input every quantity is elementwise over neurons; only f (n,), the Gram matrix's sums and
   the Hessian bound need a reduction. The update of step t and the forward pass of step t + 1 are
@@ -21,15 +23,25 @@ neuron's six numbers (a, w, b and their accumulated changes) once:
 
 Runs are independent: one kernel call advances one run by up to `chunk` steps (the caller loops,
 so Ctrl-C and progress are served between chunks); runs of a batch go to a thread pool (nogil).
+The kernels are compiled when the step is made (``ReluStep.make``: about a second per number of
+points, once per process), so that a compile failure raises there and the registry switches the
+step off with one warning. Parity: tests/test_accel_parity.py; gain (benchmarks/bench_phase.py):
+docs/architecture.md, "Fast paths".
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numba
 import numpy as np
+import torch
+
+from ..phase import TwoLayer
+from ._registry import FastPath, register
 
 MAX_POINTS = 6  # patterns present kept as the bits of an int64; more points: the reference step
 
@@ -152,13 +164,40 @@ def kernels(n: int) -> tuple:
     return numba.njit(nogil=True)(space["advance"]), space["_pass"]
 
 
-def new_sums(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Empty f (n,), s2 (n, n), r2 (n, n) and patterns present (1,) of one run."""
-    return np.zeros(n), np.zeros((n, n)), np.zeros((n, n)), np.zeros(1, dtype=np.int64)
+@dataclass(frozen=True)
+class ReluStep:
+    """The compiled step for n points: ``advance`` (one run by up to `chunk` steps) and the forward
+    sums before the first step; what ``condlab.phase``'s loop calls per run."""
+
+    n: int
+    advance: Callable
+    _pass: Callable
+    time: int = TIME   # where the state vector holds t
+
+    @classmethod
+    def make(cls, net: TwoLayer, n: int) -> ReluStep | None:
+        """The step of two-layer ReLU runs on n training points, compiled now (a probe call on two
+        neurons); None for another activation or more than MAX_POINTS points."""
+        if net.act[0] is not torch.relu or not 1 <= n <= MAX_POINTS:
+            return None
+        step = cls(n, *kernels(n))
+        weights = [np.zeros(2) for _ in range(6)]
+        x, sums = np.zeros(n), step.new_sums()
+        step.forward(weights, x, sums)
+        step.advance(*weights, x, x, 1.0, np.zeros(3), *sums, np.zeros((1, 2)), 0, 0, 0.0, 0)
+        return step
+
+    def new_sums(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Empty f (n,), s2 (n, n), r2 (n, n) and patterns present (1,) of one run."""
+        n = self.n
+        return np.zeros(n), np.zeros((n, n)), np.zeros((n, n)), np.zeros(1, dtype=np.int64)
+
+    def forward(self, weights: list[np.ndarray], x: np.ndarray, sums) -> None:
+        """The forward sums of the current weights (a, w, b, da, dw, db) before the first step: a
+        pass with eta = 0 (the updates add zeros)."""
+        f, s2, r2, present = sums
+        present[0] = self._pass(*weights, x, np.zeros(x.shape[0]), 0.0, f, s2, r2)
 
 
-def forward(weights: list[np.ndarray], x: np.ndarray, sums) -> None:
-    """The forward sums of the current weights (a, w, b, da, dw, db) before the first step: a pass
-    with eta = 0 (the updates add zeros)."""
-    f, s2, r2, present = sums
-    present[0] = kernels(x.shape[0])[1](*weights, x, np.zeros(x.shape[0]), 0.0, f, s2, r2)
+register(FastPath("compiled ReLU phase step", "phase step", (TwoLayer,), ReluStep.make,
+                  "benchmarks/bench_phase.py"))

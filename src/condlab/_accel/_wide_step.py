@@ -1,10 +1,11 @@
-"""The training step of a WIDE one-hidden-layer tanh network on CPU, in cache-sized blocks of neurons.
+"""Fast path "training step": a WIDE one-hidden-layer tanh network on CPU, in cache-sized blocks of neurons.
 
-``BatchedNet.loss_and_grad`` computes the loss and gradient of eq. (3) with the architecture's
-pass (``condlab.training._arch``): at n = 80 points and m = 10^5 neurons that pass makes seven or eight
-full sweeps over (n, m) arrays (z, h, slope, products), each 32 MB in float32, far past the
-caches. This step splits the m neurons into blocks of B (chosen from n and the dtype only, so
-that one block's (n, B) activations stay in L2) and makes two passes over the blocks:
+Registered for ``FullyConnected`` and ``Residual`` (exact classes; at depth 1 neither has a
+skip connection). The reference, ``BatchedNet.loss_and_grad`` with the architecture's pass
+(``condlab.training``), makes at n = 80 points and m = 10^5 neurons seven or eight full sweeps
+over (n, m) arrays (z, h, slope, products), each 32 MB in float32, far past the caches. This
+step splits the m neurons into blocks of B (chosen from n and the dtype only, so that one
+block's (n, B) activations stay in L2) and makes two passes over the blocks:
 
 1. per block: ``z = (x, 1) W_blk^T`` (compiled with numba, into an L2 scratch block),
    ``h = tanh(z)`` (numpy's SIMD tanh loop, written into a stored (n, m) buffer of (n, B) pieces)
@@ -22,22 +23,21 @@ not scale at all (3.7 ms at one and at two threads; numpy's matmul from two thre
 
 Storing h costs one write and one read of n*m values; computing it again in pass 2 costs one
 more tanh and product: storing measured faster (prototype, n = 80, float32, one thread: 12.7
-vs 17 ms). Measured at n = 80, m = 1e5, d = 5, one thread, CPU time: float32 ~9 ms per
-loss_and_grad (pass 1 ~5.2: tanh 3.4, z 1.5, f 0.45; pass 2 ~3.5), 3.0x faster than the
-architecture's pass; float64 1.7x; at n = 4 1.2-1.3x. The kernels are numba's, compiled on
-first use (cached on disk where numba can write; the pass-1 kernel, generated per d, per process).
+vs 17 ms). The kernels are numba's, compiled when the step is made (the pass-1 kernel is
+generated per number of columns and compiled in each process; the others are cached on disk
+where numba can write). Making the step runs it once: a failure to find numpy's tanh loop or
+to compile raises there, and the registry switches the step off with one warning.
 
 With ``torch.get_num_threads() > 1`` the blocks (of all runs) are split into contiguous
 ranges over condlab._accel._cpu's pool. Every block is computed the same way whatever the thread
 count, and f's per-block partial sums are added in a fixed order, so results are
 bit-identical at any thread count (tested).
 
-Where it applies (``WideStep.applies``): CPU, float32/float64, one hidden layer without skip,
-the built-in ``tanh``, d_out = 1, with or without output bias, any number of runs R and of
-points n, n*m*(d+1) above ``BLAS_SINGLE_MAX`` (the regime ``_cpu_step.OneLayerStep`` refuses),
-numba importable. Not with dropout: a step with dropout takes the architecture's
-pass (``BatchedNet.loss_and_grad`` falls back). Results agree with the architecture's pass
-within rounding (summation order; tests/test_wide_step.py: 1e-12 relative in float64).
+Where it applies (``WideStep.applies``): CPU, float32/float64, one hidden layer, the
+built-in ``tanh``, d_out = 1, with or without output bias, any number of runs R, at least
+``MIN_POINTS`` points, n*m*(d+1) above ``BLAS_SINGLE_MAX`` (the regime ``_cpu_step`` refuses),
+no dropout. Results agree with the reference within rounding (summation order;
+tests/test_accel_parity.py). Gain (benchmarks/bench_wide.py): docs/architecture.md, "Fast paths".
 """
 
 from __future__ import annotations
@@ -50,10 +50,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from ..activations import fused_tanh
+from ..training import FullyConnected, Residual
 from . import _cpu
+from ._registry import FastPath, register
 
 if TYPE_CHECKING:
-    from ..training import BatchedNet
+    from ..training import BatchedNet, Dropout
 
 # One block's activations (n, B): ~160 KB stays in L2 next to its scratch (B = 512 at n = 80,
 # float32: 12.7 ms per step; B = 256: 14.5, B = 1024: 13.0)
@@ -63,16 +66,19 @@ BLOCK_BYTES = 160 * 1024
 # on one, so about 0.5 vs 0.9 ms of wall time on two idle cores (condlab._accel._cpu's 1 << 20 was
 # set for small steps, where a hand-off weighs more).
 PARALLEL_MIN = 1 << 18
+# Fewer points than this: the reference. Measured at m = 1e5, Adam, one thread, over a training of
+# 1000 steps with the first use (~2 s of compile) included: n = 4: 0.74x (float32) / 0.96x
+# (float64) the reference's speed, n = 20: 1.16x / 1.20x, n = 40: 1.44x / 1.46x, n = 80: 1.8x /
+# 1.6x; a fast path must gain 1.3x (docs/architecture.md, "Fast paths")
+MIN_POINTS = 40
 _FASTMATH = {"reassoc", "contract"}   # vectorized sums and FMAs; no assumptions about inf/NaN
 
 
 @functools.cache
-def _kernels() -> dict | None:
-    """The compiled kernels that do not depend on the data's columns (numba), or None without numba."""
-    try:
-        import numba
-    except ImportError:
-        return None
+def _kernels() -> dict:
+    """The compiled kernels that do not depend on the data's columns (numba; ImportError without it)."""
+    import numba
+
     try:   # numba refuses to cache where it finds no writable cache directory: compile per process
         jit = numba.njit(nogil=True, fastmath=_FASTMATH, cache=True, error_model="numpy")
         jit(_fsum)
@@ -92,8 +98,7 @@ def _forward_kernel(cols: int, dtype: str):
     loop runs along B with unit stride. tanh: numpy's own SIMD loop, called through its
     address (`_numpy_tanh_loop`), so the bits are np.tanh's and a thread's whole range is one
     call: every call from Python holds the GIL, which the other threads wait for (three calls
-    per block before). Where that loop is not found the kernel computes z only, and the
-    caller runs np.tanh and f per block.
+    per block from Python measured 1.3-1.5x slower at two threads).
     """
     import numba
 
@@ -113,48 +118,47 @@ def _forward_kernel(cols: int, dtype: str):
         "                wt[c, j] = w[r, lo + j, c]\n"
         "        for i in range(n):\n"
         "            for j in range(rows):\n"
-        f"                z[i, j] = {terms}\n")
-    if loop is not None:   # numpy's inner-loop call: args (in, out), count, strides (ptrs holds all 5)
-        source += (
-            "        hb = h[start:start + rows * n]\n"
-            "        ptrs[0], ptrs[1], ptrs[2] = z.ctypes.data, hb.ctypes.data, rows * n\n"
-            "        ptrs[3] = ptrs[4] = z.itemsize\n"
-            "        address = ptrs.ctypes.data\n"
-            "        tanh(address, address + 2 * ptrs.itemsize, address + 3 * ptrs.itemsize, data)\n"
-            "        fsum(a[r, 0, lo:hi], hb.reshape((n, rows)), f_parts[r, k])\n")
-    space: dict = {"fsum": _kernels()["fsum"], "tanh": loop and loop[0], "data": loop and loop[1]}
+        f"                z[i, j] = {terms}\n"
+        # numpy's inner-loop call: args (in, out), count, strides (ptrs holds all 5)
+        "        hb = h[start:start + rows * n]\n"
+        "        ptrs[0], ptrs[1], ptrs[2] = z.ctypes.data, hb.ctypes.data, rows * n\n"
+        "        ptrs[3] = ptrs[4] = z.itemsize\n"
+        "        address = ptrs.ctypes.data\n"
+        "        tanh(address, address + 2 * ptrs.itemsize, address + 3 * ptrs.itemsize, data)\n"
+        "        fsum(a[r, 0, lo:hi], hb.reshape((n, rows)), f_parts[r, k])\n")
+    space: dict = {"fsum": _kernels()["fsum"], "tanh": loop[0], "data": loop[1]}
     exec(compile(source, f"<condlab wide step, {cols} columns>", "exec"), space)
     # generated source has no file for numba's cache: compiled once per process (the loop's
     # address is this process's)
-    return numba.njit(nogil=True, fastmath=_FASTMATH, error_model="numpy")(space["forward"]), loop is not None
+    return numba.njit(nogil=True, fastmath=_FASTMATH, error_model="numpy")(space["forward"])
+
+
+class _UFunc(ctypes.Structure):
+    """The head of numpy's PyUFuncObject (numpy's public C API: functions, data, types)."""
+
+    _fields_ = [("ob_refcnt", ctypes.c_ssize_t), ("ob_type", ctypes.c_void_p), ("nin", ctypes.c_int),
+                ("nout", ctypes.c_int), ("nargs", ctypes.c_int), ("identity", ctypes.c_int),
+                ("functions", ctypes.POINTER(ctypes.c_void_p)), ("data", ctypes.POINTER(ctypes.c_void_p)),
+                ("ntypes", ctypes.c_int), ("reserved1", ctypes.c_int), ("name", ctypes.c_char_p),
+                ("types", ctypes.POINTER(ctypes.c_char))]
 
 
 @functools.cache
-def _numpy_tanh_loop(dtype: str) -> tuple[ctypes._CFuncPtr, int] | None:
+def _numpy_tanh_loop(dtype: str) -> tuple[ctypes._CFuncPtr, int]:
     """numpy's inner loop of np.tanh for this dtype ('f' or 'd') and its data pointer, read from
-    the ufunc's C struct (PyUFuncObject, numpy's public C API: functions, data, types), or None
-    where it does not look as expected or does not give np.tanh's bits on a probe."""
-    class UFunc(ctypes.Structure):
-        _fields_ = [("ob_refcnt", ctypes.c_ssize_t), ("ob_type", ctypes.c_void_p), ("nin", ctypes.c_int),
-                    ("nout", ctypes.c_int), ("nargs", ctypes.c_int), ("identity", ctypes.c_int),
-                    ("functions", ctypes.POINTER(ctypes.c_void_p)), ("data", ctypes.POINTER(ctypes.c_void_p)),
-                    ("ntypes", ctypes.c_int), ("reserved1", ctypes.c_int), ("name", ctypes.c_char_p),
-                    ("types", ctypes.POINTER(ctypes.c_char))]
-
-    try:
-        ufunc = UFunc.from_address(id(np.tanh))
-        shape = (ufunc.nin, ufunc.nout, ufunc.nargs, ufunc.name)
-        if shape != (1, 1, 2, b"tanh") or not 0 < ufunc.ntypes < 64:
-            return None
-        num = np.dtype(dtype).num
-        # the first loop for this type is the one numpy's type resolution picks
-        pairs = [(ord(ufunc.types[2 * k]), ord(ufunc.types[2 * k + 1])) for k in range(ufunc.ntypes)]
-        k = pairs.index((num, num))
-        data = ufunc.data[k] or 0
-        loop = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(
-            ufunc.functions[k])
-    except (ValueError, TypeError, AttributeError):
-        return None
+    the ufunc's C struct; raises where the struct does not look as expected or the loop does
+    not give np.tanh's bits on a probe (the registry then switches this step off)."""
+    ufunc = _UFunc.from_address(id(np.tanh))
+    shape = (ufunc.nin, ufunc.nout, ufunc.nargs, ufunc.name)
+    if shape != (1, 1, 2, b"tanh") or not 0 < ufunc.ntypes < 64:
+        raise RuntimeError(f"np.tanh's C struct reads as {shape}, {ufunc.ntypes} loops: not as expected")
+    num = np.dtype(dtype).num
+    # the first loop for this type is the one numpy's type resolution picks
+    pairs = [(ord(ufunc.types[2 * k]), ord(ufunc.types[2 * k + 1])) for k in range(ufunc.ntypes)]
+    k = pairs.index((num, num))
+    data = ufunc.data[k] or 0
+    loop = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(
+        ufunc.functions[k])
     probe = np.concatenate([np.geomspace(1e-30, 30, 997), -np.geomspace(1e-20, 1e3, 1001),
                             [0, np.inf, np.nan]]).astype(dtype)
     out = np.empty_like(probe)
@@ -162,8 +166,9 @@ def _numpy_tanh_loop(dtype: str) -> tuple[ctypes._CFuncPtr, int] | None:
                                                          [probe.itemsize] * 2))
     with np.errstate(all="ignore"):
         loop(args.ctypes.data, size.ctypes.data, steps.ctypes.data, data or None)
-        same = np.array_equal(out, np.tanh(probe), equal_nan=True)
-    return (loop, data) if same else None
+        if not np.array_equal(out, np.tanh(probe), equal_nan=True):
+            raise RuntimeError("numpy's tanh loop called by address does not give np.tanh's values")
+    return loop, data
 
 
 def _fsum(a, h, out):  # pragma: no cover - compiled
@@ -239,7 +244,7 @@ class WideStep:
     """
 
     def __init__(self, net: BatchedNet, x_aug: torch.Tensor, y: torch.Tensor):
-        self.forward, self.fused_tanh = _forward_kernel(x_aug.shape[2], x_aug.numpy().dtype.char)
+        self.forward = _forward_kernel(x_aug.shape[2], x_aug.numpy().dtype.char)
         self.backward = _kernels()["backward"]
         runs, self.n, self.cols = x_aug.shape
         self.m, self.bias = net.arch.width, net.arch.output_bias
@@ -261,17 +266,26 @@ class WideStep:
         # one row per (run, block) job: run, first and last neuron, start of its h, block index
         self.jobs = np.array([(r, lo, hi, (r * self.m + lo) * self.n, k)
                               for r in range(runs) for k, (lo, hi) in enumerate(blocks)], np.int64)
-        self.h_views = [self.h[start:start + (hi - lo) * self.n].reshape(self.n, hi - lo)
-                        for _, lo, hi, start, _ in self.jobs.tolist()]
         self.scratch: dict[int, tuple[np.ndarray, ...]] = {}
+
+    @classmethod
+    def make(cls, net: BatchedNet, x_aug: torch.Tensor, y: torch.Tensor,
+             dropout: Dropout | None) -> WideStep | None:
+        """This step for net.loss_and_grad(x_aug, y), or None where it does not apply. It is run
+        once here (its result is overwritten by the caller's step): numpy's tanh loop is probed
+        and the kernels compiled now, so that a failure raises here, not in the middle of training."""
+        if dropout is not None or not cls.applies(net, x_aug, y):
+            return None
+        step = cls(net, x_aug, y)
+        step.loss_and_grad(None)
+        return step
 
     @staticmethod
     def applies(net: BatchedNet, x_aug: torch.Tensor, y: torch.Tensor) -> bool:
-        """Whether this step computes net.loss_and_grad(x_aug, y) without dropout."""
-        from ..activations import fused_tanh
-
+        """Whether this step computes net.loss_and_grad(x_aug, y) without dropout (the
+        architecture's class is checked by the registry)."""
         arch = net.arch
-        if arch.depth != 1 or arch.skip(0) or arch.d_out != 1 or arch.activations[0].fused is not fused_tanh:
+        if arch.depth != 1 or arch.d_out != 1 or arch.activations[0].fused is not fused_tanh:
             return False
         if net.flat.device.type != "cpu" or not x_aug.dtype == y.dtype == net.flat.dtype:
             return False
@@ -280,10 +294,10 @@ class WideStep:
         n, cols = x_aug.shape[1:]
         if n * arch.width * cols <= _cpu.BLAS_SINGLE_MAX:
             return False
-        return block_width(n, cols, x_aug.element_size()) > 0 and _kernels() is not None
+        return n >= MIN_POINTS and block_width(n, cols, x_aug.element_size()) > 0
 
-    def loss_and_grad(self) -> torch.Tensor:
-        """The loss per run (R,); writes dR/dtheta into the net's gradient buffer."""
+    def loss_and_grad(self, dropout: None = None) -> torch.Tensor:
+        """The loss per run (R,); writes dR/dtheta into the net's gradient buffer (no dropout)."""
         n, m = self.n, self.m
         np.copyto(self.x_c, self.x)
         with np.errstate(over="ignore", invalid="ignore"):   # a diverging run is caught by its loss
@@ -318,36 +332,23 @@ class WideStep:
         _cpu.in_parallel([functools.partial(run, part, slot) for slot, part in enumerate(parts)])
 
     def _scratch(self, slot: int) -> tuple[np.ndarray, ...]:
-        """Per-thread flat scratch for one block: wt and gt (cols, B), z and s (n, B), and z's
-        (n, rows) views by row count (numpy's tanh writes h from them)."""
+        """Per-thread flat scratch for one block: wt and gt (cols, B), z and s (n, B), and the
+        five words of numpy's loop call."""
         if slot not in self.scratch:
             dtype, size = self.h.dtype, self.n * self.width
             wt, z = np.empty(self.cols * self.width, dtype), np.empty(size, dtype)
             gt, s = np.empty(self.cols * self.width, dtype), np.empty(size, dtype)
-            rows = {hi - lo for _, lo, hi, _, _ in self.jobs.tolist()}
-            self.scratch[slot] = (wt, z, gt, s, {r: z[:self.n * r].reshape(self.n, r) for r in rows},
-                                  np.empty(5, np.intp))
+            self.scratch[slot] = (wt, z, gt, s, np.empty(5, np.intp))
         return self.scratch[slot]
 
     def _pass1(self, first: int, last: int, slot: int) -> None:
         """Per block: z in a scratch block that stays in L2, h = tanh(z) (numpy's SIMD loop) into
-        the stored h, and the block's part of f: one call for the range (or three per block where
-        numpy's loop was not found: the same operations on the same values)."""
-        wt, z, _, _, z_views, ptrs = self._scratch(slot)
-        args = (self.w, self.x_c, wt, z, self.h, self.a, self.f_parts, ptrs)
-        if self.fused_tanh:
-            self.forward(self.jobs, first, last, *args)
-            return
-        fsum = _kernels()["fsum"]
-        for job in range(first, last):
-            self.forward(self.jobs, job, job + 1, *args)
-            h = self.h_views[job]
-            np.tanh(z_views[h.shape[1]], out=h)
-            run, _, _, _, block = self.jobs[job]
-            fsum(self.a[run, 0, self.jobs[job, 1]:self.jobs[job, 2]], h, self.f_parts[run, block])
+        the stored h, and the block's part of f: one call for the range."""
+        wt, z, _, _, ptrs = self._scratch(slot)
+        self.forward(self.jobs, first, last, self.w, self.x_c, wt, z, self.h, self.a, self.f_parts, ptrs)
 
     def _pass2(self, first: int, last: int, slot: int) -> None:
-        _, _, gt, s, _, _ = self._scratch(slot)
+        _, _, gt, s, _ = self._scratch(slot)
         self.backward(self.jobs, first, last, self.h, self.delta, self.xd_t, self.a, self.ga, self.gw,
                       gt, s, self.ones)
 
@@ -358,3 +359,7 @@ def block_width(n: int, cols: int, itemsize: int) -> int:
     width = min(BLOCK_BYTES // (n * itemsize), _cpu.BLAS_SINGLE_MAX // (n * cols))
     width -= width % 16
     return width if width >= 16 else 0
+
+
+register(FastPath("wide blocked step", "training step", (FullyConnected, Residual), WideStep.make,
+                  "benchmarks/bench_wide.py"))

@@ -27,11 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._accel import tanh_into, tanh_slope_into
 from ..training import ACTIVATION_ALIASES
 from ._formula import MAX_ORDER, _softplus, _what, shorten
 
@@ -67,17 +65,9 @@ class Activation:
     formula: str
     fn: TensorFn
     grad: TensorFn
-    # Optional fused (σ(t), σ'(t)) into given outputs, sharing work such as one tanh for both.
-    # The training hot loop calls value_and_grad: on CPU its tanh is numpy's SIMD tanh
-    # (condlab._accel._cpu), within 1.4 ulp (float32) / 1.1 ulp (float64) of correctly rounded where
-    # torch.tanh is within 0.5 / 0.7 ulp -- a change within rounding, not bit for bit; fn and
-    # grad (autograd paths: analysis, replay) use torch.tanh.
+    # Optional fused (σ(t), σ'(t)) into given outputs, sharing work such as one tanh for both
+    # (the training hot loop calls value_and_grad).
     fused: Callable[[Tensor, Tensor, Tensor], None] | None = None
-    # numpy forms for the CPU step (condlab._accel._cpu_step), which may call them on worker threads:
-    # σ into a given array, and whether σ' = 1 - σ² (tanh), which lets the step fold the slope
-    # into its weight gradient (one pass fewer over the (n, m) values).
-    numpy_fn: Callable[[np.ndarray, np.ndarray], object] | None = None
-    slope_is_one_minus_square: bool = False
     theory: Theory | None = field(default=None, compare=False, repr=False)
 
     def _theory(self) -> Theory:
@@ -105,8 +95,7 @@ class Activation:
     def value_and_grad(self, t: Tensor, value: Tensor, slope: Tensor) -> None:
         """Write σ(t) into `value` and σ'(t) into `slope` (same shape as t; may be strided views).
 
-        Equal to (fn(t), grad(t)) within rounding: tanh-based built-ins use numpy's SIMD tanh
-        on CPU float32/float64 tensors (condlab._accel._cpu.tanh_into).
+        Equal to (fn(t), grad(t)) within rounding (one tanh serves both, say).
         """
         if self.fused is not None:
             self.fused(t, value, slope)
@@ -216,16 +205,13 @@ _BUILTINS: dict[str, tuple[str, TensorFn, TensorFn]] = {
 
 # Fused (σ, σ') written into preallocated outputs: the training hot loop allocates nothing,
 # because on CPU a fresh multi-megabyte tensor per step costs more in page faults than the math.
-# tanh goes through tanh_into (numpy's SIMD tanh on CPU, 3-7x torch.tanh there); sigmoid stays
-# torch's, which measured faster than numpy's exp-based one in both dtypes (condlab._accel._cpu).
 def _one(t: Tensor) -> Tensor:
     return torch.ones((), dtype=t.dtype, device=t.device)  # 0-d: broadcasts in one pass
 
 
 def fused_tanh(t: Tensor, value: Tensor, slope: Tensor) -> None:
-    if not tanh_slope_into(t, value, slope):  # numpy on CPU
-        torch.tanh(t, out=value)
-        torch.addcmul(_one(t), value, value, value=-1, out=slope)  # 1 - tanh²
+    torch.tanh(t, out=value)
+    torch.addcmul(_one(t), value, value, value=-1, out=slope)  # 1 - tanh²
 
 
 def _fused_sigmoid(t: Tensor, value: Tensor, slope: Tensor) -> None:
@@ -235,13 +221,13 @@ def _fused_sigmoid(t: Tensor, value: Tensor, slope: Tensor) -> None:
 
 
 def _fused_xtanh(t: Tensor, value: Tensor, slope: Tensor) -> None:
-    tanh_into(t, slope)  # slope holds tanh for now
+    torch.tanh(t, out=slope)  # slope holds tanh for now
     torch.mul(t, slope, out=value)  # t·tanh
     slope.addcmul_(value, slope, value=-1).add_(t)  # tanh + t(1 - tanh²) = tanh - t·tanh² + t
 
 
 def _fused_x2tanh(t: Tensor, value: Tensor, slope: Tensor) -> None:
-    tanh_into(t, slope)
+    torch.tanh(t, out=slope)
     torch.mul(t, slope, out=value)  # v = t·tanh
     torch.mul(t, t, out=slope)
     slope.addcmul_(value, value, value=-1).add_(value, alpha=2)  # 2t·tanh + t²(1 - tanh²)
@@ -250,7 +236,6 @@ def _fused_x2tanh(t: Tensor, value: Tensor, slope: Tensor) -> None:
 
 _FUSED = {"tanh": fused_tanh, "sigmoid": _fused_sigmoid, "xtanh": _fused_xtanh,
           "x2tanh": _fused_x2tanh}
-_NUMPY = {"tanh": {"numpy_fn": np.tanh, "slope_is_one_minus_square": True}}  # what fused_tanh computes
 _ALIASES = ACTIVATION_ALIASES  # _checks.BUILTIN_ACTIVATIONS lists _BUILTINS' names (tested)
 _USER: dict[str, Activation] = {}  # filled by register_activation
 
@@ -258,7 +243,7 @@ _USER: dict[str, Activation] = {}  # filled by register_activation
 @functools.lru_cache(maxsize=1)
 def _builtin_registry() -> dict[str, Activation]:
     # no sympy here: a built-in's expr and p are computed from its formula on first access
-    return {name: Activation(name, formula, fn, grad, fused=_FUSED.get(name), **_NUMPY.get(name, {}))
+    return {name: Activation(name, formula, fn, grad, fused=_FUSED.get(name))
             for name, (formula, fn, grad) in _BUILTINS.items()}
 
 

@@ -28,6 +28,7 @@ _EXPORTS = {
     "PointFit": "._regimes",
     "SCHEMES": "._param",
     "SCHEMES3": "._param",
+    "TwoLayer": "._net2",
     "Scales": "._param",
     "Scales3": "._param",
     "Scheme": "._param",

@@ -10,9 +10,10 @@ accumulated in their own buffers (dw += -eta g) next to the weights: RD reaches 
 gamma', below the rounding of w - w0. Everything in float64.
 
 The networks, their gradients and bounds: _net2.TwoLayer (any activation), _net3.ThreeLayer (ReLU).
-For two-layer ReLU (the diagram's default) a compiled one-pass step (condlab._accel._relu_fused,
-numba; 4-5x fewer seconds per run-step at m = 10^5) trains the runs of a batch in a thread pool;
-the loop over TwoLayer is the reference it is tested against (tests/test_phase_fused.py).
+This loop is the reference. A fast path registered for the exact network class may take it over
+(condlab._accel, "phase step": for two-layer ReLU, the diagram's default, a compiled one-pass step
+that trains the runs of a batch in a thread pool; tests/test_accel_parity.py holds it equal to
+this loop); CONDLAB_REFERENCE=1 switches it off.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._accel import find
 from ._net2 import TwoLayer
 from ._net3 import ThreeLayer
 from ._param import Scales, Scales3
@@ -55,10 +57,9 @@ def converge(
     start = time.perf_counter()
     xt, yt, alpha = _inputs(x, y, scales, seeds)
     st = net.start(m, scales, seeds, asi=asi, alpha=alpha, c=c, activation=activation)
-    # the compiled step was written for the two-layer ReLU net: an exact type match, as _accel's seams
-    if type(st) is TwoLayer and activation == "relu" and _fused() is not None \
-            and len(x) <= _fused().MAX_POINTS:
-        results, interrupted = _train_fused(st, xt, yt, tol, max_steps, progress)
+    fast = find("phase step", type(st), st, len(x))
+    if fast is not None:
+        results, interrupted = _train_fused(fast, st, xt, yt, tol, max_steps, progress)
     else:
         results, interrupted = descend(st, xt, yt, tol, max_steps, progress)
     runs = [r if r is not None else interrupted_run(net.LAYERS) for r in results]
@@ -114,25 +115,14 @@ def descend(st: Runs, xt: torch.Tensor, yt: torch.Tensor, tol: float, max_steps:
     return results, False
 
 
-def _fused():
-    """The compiled ReLU step (condlab._accel._relu_fused), or None where numba is missing."""
-    try:
-        from .._accel import _relu_fused
-    except ImportError:
-        return None
-    return _relu_fused
-
-
-def _train_fused(st: TwoLayer, xt, yt, tol: float, max_steps: int, progress):
-    """train_to_convergence's loop for ReLU through the compiled one-pass step: each run on its own
-    (they are independent) in a pool of torch.get_num_threads() threads; same result as descend()
-    over TwoLayer up to rounding (tests/test_phase_fused.py)."""
+def _train_fused(fast, st: TwoLayer, xt, yt, tol: float, max_steps: int, progress):
+    """converge's loop through a fast path's compiled step (`fast`: advance, new_sums, forward,
+    time): each run on its own (they are independent) in a pool of torch.get_num_threads()
+    threads; same result as descend() over TwoLayer up to rounding."""
     from concurrent.futures import ThreadPoolExecutor, wait
 
-    fz = _fused()
     x, y = xt[:, 0].numpy().copy(), yt.numpy().copy()
     n_runs, width = st.a.shape
-    advance = fz.kernels(len(x))[0]  # generated here; numba compiles it at its first call
     results: list[PhaseRun | None] = [None] * n_runs
     steps = [0] * n_runs
     stop = threading.Event()
@@ -142,16 +132,16 @@ def _train_fused(st: TwoLayer, xt, yt, tol: float, max_steps: int, progress):
         weights = [st.a[j].numpy(), st.w[j, 0].numpy(), st.w[j, 1].numpy(),
                    st.da[j].numpy(), st.dw[j, 0].numpy(), st.dw[j, 1].numpy()]
         hist = np.full((max_steps + 1, 2), np.nan)  # per run: a batch of small widths has many runs
-        sums = fz.new_sums(len(x))
-        fz.forward(weights, x, sums)
+        sums = fast.new_sums()
+        fast.forward(weights, x, sums)
         state = np.array([float(st.c[j]), math.inf, 0.0])
         step, done = 0, False
         while not done and not stop.is_set():
-            step, done = advance(*weights, x, y, float(st.alpha[j]), state, *sums, hist, step,
+            step, done = fast.advance(*weights, x, y, float(st.alpha[j]), state, *sums, hist, step,
                                  max_steps, tol, chunk)
             steps[j] = step
         if done:
-            st.time[j] = state[fz.TIME]
+            st.time[j] = state[fast.time]
             results[j] = st.record(j, float(hist[step, 0]), step, tol, hist[: step + 1])
 
     interrupted = False

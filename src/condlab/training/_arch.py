@@ -3,9 +3,10 @@
 An architecture object describes one network of eqs. (1)-(2) -- input dimension, hidden
 width and depth, output dimension, one activation per hidden layer -- and computes, for R
 runs stacked along a leading axis, the forward pass and the gradient of the loss (no
-autograd graph: this is the hot loop of every experiment). ``model.arch`` names the class
-through a registry; a new architecture is one subclass decorated with
-``@register_architecture``. Weight layout (docs/conventions.md): layer l is a
+autograd graph: this is the hot loop of every experiment), in plain torch: the reference that
+condlab's fast paths (``condlab._accel``, registered for the exact classes below) are held equal
+to. ``model.arch`` names the class through a registry; a new architecture is one subclass
+decorated with ``@register_architecture``. Weight layout (docs/conventions.md): layer l is a
 (rows, cols) matrix whose LAST column is the bias, acting on ``(x^[l-1], 1)``.
 
 * ``fc`` (:class:`FullyConnected`): ``h_l = D_l(sigma(W_l (h_{l-1}, 1)))``.
@@ -23,7 +24,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from .._accel import bmm_into, numpy_bmm
 from ..activations import Activation, get_activation
 
 if TYPE_CHECKING:
@@ -109,13 +109,12 @@ class Architecture:
         The data come with their column of ones (made once), so the first layer is one bmm on
         the full weight; deeper layers add their bias by baddbmm, keeping activations
         contiguous. Returned tensors (f too) are workspace buffers, overwritten by the next call.
-        Small products go through numpy's BLAS on CPU (condlab._accel._cpu.bmm_into).
         """
         inputs = [x_aug]
         for layer in range(self.depth):
             w, z_out = weights[layer], work["z"][layer]
             if layer == 0:
-                z = bmm_into(x_aug, w.transpose(1, 2), z_out)
+                z = torch.bmm(x_aug, w.transpose(1, 2), out=z_out)
             else:
                 z = torch.baddbmm(w[:, None, :, -1], inputs[-1], w[:, :, :-1].transpose(1, 2), out=z_out)
             h, slope = work["h"][layer], work["slope"][layer]
@@ -126,7 +125,7 @@ class Architecture:
                 h.add_(inputs[-1])
             inputs.append(h)
         a = weights[-1]
-        f = bmm_into(inputs[-1], a[:, :, :self.width].transpose(1, 2), work["f"])
+        f = torch.bmm(inputs[-1], a[:, :, :self.width].transpose(1, 2), out=work["f"])
         if self.output_bias:  # a tiny (R, n, d_out) add: cheaper than baddbmm's broadcast copy
             f.add_(a[:, None, :, -1])
         return f, inputs
@@ -175,17 +174,14 @@ class Architecture:
         (d + 1 << m); bmm writes its (cols, rows) transpose 1.2-3.5x faster than (rows, cols).
         """
         if inputs.shape[2] == grad.shape[2]:  # input carries its 1: bias included
-            if numpy_bmm(g.transpose(1, 2), inputs, grad):  # CPU: no transpose trick needed
-                return
             if narrow is not None:
                 torch.bmm(inputs.transpose(1, 2), g, out=narrow)
                 grad.copy_(narrow.transpose(1, 2))
             else:
                 torch.bmm(g.transpose(1, 2), inputs, out=grad)
             return
-        if not numpy_bmm(g.transpose(1, 2), inputs, grad[:, :, :work.shape[2]]):  # in place on CPU
-            torch.bmm(g.transpose(1, 2), inputs, out=work)
-            grad[:, :, :work.shape[2]].copy_(work)
+        torch.bmm(g.transpose(1, 2), inputs, out=work)
+        grad[:, :, :work.shape[2]].copy_(work)
         if bias:
             grad[:, :, -1].copy_(g.sum(1))
 

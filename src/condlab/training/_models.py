@@ -18,13 +18,13 @@ The forward and backward pass belong to the architecture object (``condlab.train
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
-from .._accel import OneLayerStep, WideStep
+from .._accel import find
 from ._arch import Architecture, augment
 
 if TYPE_CHECKING:
@@ -56,8 +56,8 @@ class BatchedNet:
         self.weights = self.views(self.flat)
         self.grads = self.views(self.grad)
         self._buffers: dict[tuple, dict[str, list[torch.Tensor]]] = {}
-        self._step: tuple[torch.Tensor | None, torch.Tensor | None, OneLayerStep | None] = (None, None, None)
-        self._wide: tuple[torch.Tensor | None, torch.Tensor | None, WideStep | None] = (None, None, None)
+        # (x_aug, y, with dropout, the fast step found for them or None): asked once per data set
+        self._fast: tuple[Any, ...] = (None, None, None, None)
 
     def views(self, buffer: torch.Tensor) -> list[torch.Tensor]:
         """Split a flat buffer laid out like ``flat`` into per-layer (R, rows, cols) views."""
@@ -119,47 +119,30 @@ class BatchedNet:
         """Loss R = 1/(2n) sum_i |f(x_i) - y_i|^2 per run (R,); writes dR/dtheta into `grad`.
 
         x_aug (R, n, d+1) inputs with the appended 1, y (R, n, d_out) targets. The forward and
-        hand-written backward pass are the architecture's; with `dropout`, both use its masks. A
-        small one-hidden-layer network on CPU takes the same pass as numpy calls on cached
-        views (condlab._accel._cpu_step), a wide one (tanh, d_out = 1, no dropout) a pass over cache-sized
-        blocks of neurons (condlab._accel._wide_step), within rounding.
+        hand-written backward pass are the architecture's; with `dropout`, both use its masks.
+        A fast path registered for this exact architecture class (condlab._accel, "training
+        step") may compute the same within rounding; CONDLAB_REFERENCE=1 switches it off.
         """
-        n = x_aug.shape[1]
-        wide = self._wide_step(x_aug, y)
-        if wide is not None and dropout is None:   # with dropout: the architecture's pass
-            return wide.loss_and_grad()
-        work = self._workspace(n, x_aug)
-        step = self._numpy_step(x_aug, y, work)
-        if step is not None:
-            return step.loss_and_grad(dropout)
+        fast = self.fast_step(x_aug, y, dropout)
+        if fast is not None:
+            return fast.loss_and_grad(dropout)
+        n, work = x_aug.shape[1], self._workspace(x_aug.shape[1], x_aug)
         f, inputs = self.arch.batched_forward(self.weights, x_aug, work, dropout)
         residual = f - y
         loss = residual.square().sum(dim=(1, 2)) / (2 * n)
         self.arch.batched_backward(self.weights, self.grads, residual.div_(n), inputs, work)
         return loss
 
-    def _numpy_step(self, x_aug: torch.Tensor, y: torch.Tensor, work: dict) -> OneLayerStep | None:
-        """The numpy step for these data tensors (condlab._accel._cpu_step), or None where it does not
-        apply."""
-        return self._cached("_step", x_aug, y, lambda: OneLayerStep(self, x_aug, y, work)
-                            if OneLayerStep.applies(self, x_aug, y) else None)
+    def fast_step(self, x_aug: torch.Tensor, y: torch.Tensor, dropout: Dropout | None = None) -> Any:
+        """The registered fast training step for these data tensors, or None (the reference runs).
 
-    def _wide_step(self, x_aug: torch.Tensor, y: torch.Tensor) -> WideStep | None:
-        """The blocked step of a wide layer for these data tensors (condlab._accel._wide_step), or None
-        where it does not apply; made before the workspace, which it does not need."""
-        return self._cached("_wide", x_aug, y, lambda: WideStep(self, x_aug, y)
-                            if WideStep.applies(self, x_aug, y) else None)
-
-    def _cached(self, attr: str, x_aug: torch.Tensor, y: torch.Tensor, make: Callable[[], object]):
-        """The step held in `attr` as (x_aug, y, step) if it was made for these tensors, else make()'s.
-
-        The trainer passes the same data tensors every step, so one plan serves a batch.
+        Asked once per data set: the trainer passes the same tensors every step.
         """
-        held = getattr(self, attr)
-        if held[0] is x_aug and held[1] is y:
-            return held[2]
-        step = make()
-        setattr(self, attr, (x_aug, y, step))
+        x_held, y_held, dropping, step = self._fast
+        if x_held is x_aug and y_held is y and dropping == (dropout is not None):
+            return step
+        step = find("training step", type(self.arch), self, x_aug, y, dropout)
+        self._fast = (x_aug, y, dropout is not None, step)
         return step
 
     def run_mask(self, run: int) -> torch.Tensor:

@@ -1,12 +1,12 @@
 """One optimizer protocol for the batched trainer and the leading-order replay.
 
 An optimizer updates ONE flat parameter buffer in place, from a gradient laid out like it,
-in a single method (``step``): the hot loop's whole update, so a fused or compiled version
-can replace it in one place. The update rules are PyTorch's single-tensor ones, up to
-rounding: ``torch.optim.Adam`` (``weight_decay`` is L2, added to the gradient),
-``torch.optim.AdamW`` (decoupled: ``theta *= 1 - lr * weight_decay`` before the moments),
-``torch.optim.SGD`` (momentum with dampening 0, optional Nesterov, L2 weight decay) and plain
-gradient descent (SGD without momentum).
+in a single method (``step``): the hot loop's whole update, in plain torch (a fast path
+registered for an exact optimizer class may take it over: condlab._accel). The update rules
+are PyTorch's single-tensor ones, up to rounding: ``torch.optim.Adam`` (``weight_decay`` is
+L2, added to the gradient), ``torch.optim.AdamW`` (decoupled: ``theta *= 1 - lr *
+weight_decay`` before the moments), ``torch.optim.SGD`` (momentum with dampening 0, optional
+Nesterov, L2 weight decay) and plain gradient descent (SGD without momentum).
 
 Hyper-parameters that a sweep varies (lr, weight_decay, momentum) are tensors broadcastable
 to the buffer: a 0-d tensor when every run shares the value, or one value per element (each
@@ -20,13 +20,12 @@ A new optimizer is one subclass with a ``name``, decorated with ``@register_opti
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
-from .._accel import SERIAL_MAX, FusedAdam, torch_in_ranges
+from .._accel import find
 
 OPTIMIZERS: dict[str, type[Optimizer]] = {}
 
@@ -106,16 +105,6 @@ class Optimizer:
     def _derive(self) -> None:
         """Recompute tensors derived from the hyper-parameters (after stop or load)."""
 
-    def _in_ranges(self, step: Callable[[slice], None]) -> None:
-        """step(part) over the whole buffer. On CPU no OpenMP region opens (its spinning workers
-        would take the cores condlab's own pool needs next): torch at one thread, a buffer above
-        SERIAL_MAX in one range per thread on condlab's pool (condlab._accel._cpu.torch_in_ranges)."""
-        size = self.params.numel()
-        if self.params.device.type != "cpu":
-            step(slice(0, size))
-        else:
-            torch_in_ranges(step, size, SERIAL_MAX)
-
     def _decay(self, grad: torch.Tensor) -> torch.Tensor:
         """L2 weight decay as torch.optim couples it: grad + weight_decay * params."""
         if self.weight_decay is not None:
@@ -137,21 +126,21 @@ class Adam(Optimizer):
         self.beta1, self.beta2, self.eps = hyper.beta1, hyper.beta2, hyper.eps
         self.exp_avg = torch.zeros_like(params)
         self.exp_avg_sq = torch.zeros_like(params)
-        self._denom = self._update = None   # workspaces of the plain step, made on its first use
+        self._denom = self._update = None   # workspaces, made on the first step
         self._derive()
 
     def _derive(self) -> None:
         self._shrink = None
         if self.decoupled and self.weight_decay is not None:
             self._shrink = 1 - self.lr * self.weight_decay
-        # PyTorch's fused kernel: one pass over memory instead of nine (condlab._accel._fused)
-        self._fused = FusedAdam.plan(self.params, self.exp_avg, self.exp_avg_sq, self.lr, self.weight_decay,
-                                     decoupled=self.decoupled, betas=(self.beta1, self.beta2), eps=self.eps)
+        # a registered fast step for this exact class and these buffers and hyper-parameters
+        # (condlab._accel, "optimizer step": PyTorch's fused kernel), or None
+        self._fast = find("optimizer step", type(self), self)
 
     def step(self, grad: torch.Tensor) -> None:
         self.step_count += 1
-        if self._fused is not None:
-            self._fused.step(grad, self.step_count)
+        if self._fast is not None:
+            self._fast.step(grad, self.step_count)
             return
         if self._denom is None:
             self._denom, self._update = torch.zeros_like(self.params), torch.zeros_like(self.params)
@@ -193,21 +182,16 @@ class SGD(Optimizer):
     def step(self, grad: torch.Tensor) -> None:
         first = self.step_count == 0   # torch starts the momentum buffer at the first gradient
         self.step_count += 1
-        self._in_ranges(lambda part: self._step(grad, part, first))
-
-    def _step(self, grad: torch.Tensor, part: slice, first: bool) -> None:
-        grad, params = grad[part], self.params[part]
-        if self.weight_decay is not None:
-            grad.addcmul_(params, _part(self.weight_decay, part))
+        grad = self._decay(grad)
         direction = grad
         if self.momentum is not None:
-            buf, momentum = self.momentum_buffer[part], _part(self.momentum, part)
+            buf = self.momentum_buffer
             if first:
                 buf.copy_(grad)
             else:
-                buf.mul_(momentum).add_(grad)
-            direction = grad.addcmul_(buf, momentum) if self.nesterov else buf
-        params.addcmul_(direction, _part(self.lr, part), value=-1)
+                buf.mul_(self.momentum).add_(grad)
+            direction = grad.addcmul_(buf, self.momentum) if self.nesterov else buf
+        self.params.addcmul_(direction, self.lr, value=-1)
 
 
 @register_optimizer
@@ -218,18 +202,7 @@ class GD(Optimizer):
 
     def step(self, grad: torch.Tensor) -> None:
         self.step_count += 1
-        self._in_ranges(lambda part: self._step(grad, part))
-
-    def _step(self, grad: torch.Tensor, part: slice) -> None:
-        grad, params = grad[part], self.params[part]
-        if self.weight_decay is not None:
-            grad.addcmul_(params, _part(self.weight_decay, part))
-        params.addcmul_(grad, _part(self.lr, part), value=-1)
-
-
-def _part(values: torch.Tensor, part: slice) -> torch.Tensor:
-    """The elements of a per-element hyper-parameter in `part` (a scalar tensor: itself)."""
-    return values if values.dim() == 0 or values.numel() == 1 else values[part]
+        self.params.addcmul_(self._decay(grad), self.lr, value=-1)
 
 
 def _nonzero(values: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor | None:

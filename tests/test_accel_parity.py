@@ -1,0 +1,266 @@
+"""Every registered fast path (condlab._accel) against the reference computation it replaces.
+
+Claims, stated before running. For every fast path in the registry, on each of its cases below
+(float32 and float64 where the reference takes both; with dropout where the fast path takes it):
+
+* the fast path applies (the registry hands out this one) and computes what the reference
+  computes, within rounding. Training step: the loss and every gradient entry within 1e-12
+  (float64) / 1e-5 (float32) of the largest magnitude of that quantity, i.e. about 5000 / 100
+  units of rounding: the fast paths sum over points, neurons and runs in other orders (BLAS
+  blocks, per-block partial sums) and take numpy's tanh (within 1.31 / 1.09 ulp of exact, where
+  torch's is within 0.51 / 0.74 ulp). Phase step: the same number of steps, the same stopping
+  reason, and RD, t, the loss curve and the final neurons within 1e-8 relative -- rounding in a
+  different summation order, grown over a few thousand steps. Optimizer step: the parameters
+  after 30 steps (one run frozen half way) within 1e-12 (float64) / 1e-5 (float32) of their
+  largest magnitude: PyTorch's fused kernel rounds each update differently from the plain
+  tensor step, and 30 steps add up such differences;
+* at 2 threads (work split over condlab's pool) it gives the same bits as at 1 thread;
+* on its "stands aside" cases it does not apply, and the reference runs.
+
+A fast path without cases here fails the first test: a new one comes with its parity cases.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+import torch
+
+from _accel_helpers import two_layer
+from condlab._accel import ENV_VAR, MODULES, paths
+from condlab.activations import get_activation
+from condlab.phase import scales, train_to_convergence
+from condlab.phase._diagram import HARDER_X, HARDER_Y
+from condlab.training._arch import get_architecture
+from condlab.training._dropout import Dropout
+from condlab.training._models import BatchedNet, augment, init_weights
+from condlab.training._optim import Hyper, get_optimizer
+
+D = 3
+DTYPES = [torch.float32, torch.float64]
+TOL = {torch.float32: 1e-5, torch.float64: 1e-12}
+PHASE_REL = 1e-8
+POINTS = [(0.5, 0.5), (0.25, 1.5), (0.75, -0.5), (1.75, 0.0), (2.25, 0.5), (2.0, -0.5)]
+
+# fast path -> training-step cases (keyword arguments of _net); pre-registered, not tuned
+TRAINING = {
+    "one-layer numpy step": [
+        dict(width=16, n=30),
+        dict(width=50, n=80, d=5, std=1e-3),              # the Fig. 3 shape at small initialization
+        dict(width=12, n=40, bias=False),
+        dict(width=20, n=25, d=4, std=3.0),               # saturated units: |z| up to ~10
+        dict(width=8, n=3, d=5),                          # fewer points than inputs: no slope fold
+        dict(width=16, n=30, d_out=2),                    # two outputs: no slope fold
+        dict(width=16, n=30, d_out=2, act="xtanh", bias=False),   # the activation's torch pass
+        dict(width=16, n=12, act="sigmoid", bias=False),
+        dict(width=16, n=30, shared=False),               # per-run data: one product per run
+        dict(width=16, n=30, dropout=(0.0, 0.3, 0.0, 0.5, 0.1)),
+        dict(width=16, n=30, arch="residual"),
+    ],
+    "wide blocked step": [
+        dict(width=3000, n=40, runs=1),                   # blocks of 512 (float64) or 1024 neurons
+        dict(width=2001, n=40, runs=2, bias=False),       # a ragged last block
+        dict(width=20000, n=80, runs=1),
+        dict(width=777, n=400, runs=3),
+        dict(width=20000, n=40, runs=2, arch="residual"),
+    ],
+}
+# fast path -> cases where it must not apply (it is not what the reference computes there)
+TRAINING_ASIDE = {
+    "one-layer numpy step": [
+        dict(width=8, n=10, depth=2),
+        dict(width=20000, n=40, runs=1),                  # too wide: a product past one BLAS thread
+        dict(width=16, n=30, no_one=True),                # the last input column is not the bias's 1
+    ],
+    "wide blocked step": [
+        dict(width=50, n=40),
+        dict(width=20000, n=40, runs=1, d_out=2),
+        dict(width=20000, n=40, runs=1, act="relu"),
+        dict(width=20000, n=40, runs=1, act="sigmoid"),
+        dict(width=3000, n=40, runs=1, depth=2),
+        dict(width=3000, n=40, runs=1, dropout=(0.5,)),
+        dict(width=20000, n=40, runs=1, half=True),
+        dict(width=100000, n=20, runs=1),                 # too few points to pay for its compile
+    ],
+}
+# fast path -> phase cases: (width, points, seeds, keyword arguments of train_to_convergence)
+PHASE = {
+    "compiled ReLU phase step": [
+        (40, POINTS, [0, 1, 2, 0, 1, 2], {}),                        # the authors' target
+        (300, POINTS, [0, 1, 2, 0, 1, 2], {}),
+        # 4 points (another generated kernel); most runs stop at the budget
+        (60, POINTS[:4], [3, 4, 5, 6], dict(x=HARDER_X, y=HARDER_Y, max_steps=1500)),
+        # c = 8 overshoots: the loss rises and c is halved several times
+        (80, POINTS[:3], [0, 1, 2], dict(asi=False, c=8.0, max_steps=3000)),
+    ],
+}
+# more points than the kernel takes; another activation than the ReLU it hard-codes
+PHASE_ASIDE = {"compiled ReLU phase step": [(7, "relu"), (3, "tanh")]}
+# fast path -> optimizer cases: (optimizer, hyper-parameters shared by every element or per run)
+OPTIMIZER = {"fused Adam": [("adam", True), ("adam", False), ("adamw", True), ("adamw", False)]}
+OPTIMIZER_ASIDE = {"fused Adam": [("adam", torch.float16)]}   # a dtype the kernel does not take
+
+
+def _registered() -> dict[str, object]:
+    return {path.name: path for protocol in MODULES for path in paths(protocol)}
+
+
+def test_every_registered_fast_path_has_parity_cases():
+    names = set(_registered())
+    assert names == set(TRAINING) | set(PHASE) | set(OPTIMIZER)
+    assert names == set(TRAINING_ASIDE) | set(PHASE_ASIDE) | set(OPTIMIZER_ASIDE)
+
+
+@contextmanager
+def _mode(monkeypatch, fast: bool, threads: int = 1):
+    """Fast paths on or off (the registry reads the switch at each lookup), at `threads` threads."""
+    before = torch.get_num_threads()
+    if fast:
+        monkeypatch.delenv(ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(ENV_VAR, "1")
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _net(width: int, n: int, dtype: torch.dtype, d: int = D, runs: int = 5, d_out: int = 1,
+         bias: bool = True, act: str = "tanh", arch: str = "fc", depth: int = 1, std: float = 0.5,
+         shared: bool = True, dropout: tuple[float, ...] | None = None, no_one: bool = False,
+         half: bool = False):
+    """A net of `runs` runs (init std grows with the run), data, targets and dropout masks."""
+    net_arch = get_architecture(arch)(d, width, depth, d_out, (get_activation(act),) * depth, bias)
+    net = BatchedNet(net_arch, runs, dtype, torch.device("cpu"))
+    for r in range(runs):
+        net.load(r, init_weights(net_arch, r, std * (1 + r / 2)))
+    gen = torch.Generator().manual_seed(n)
+    x = torch.rand(n, d, generator=gen, dtype=torch.float64) * 4 - 2
+    y = torch.sin(2 * x).sum(1, keepdim=True).repeat(1, d_out)
+    xb = augment(x).to(dtype).expand(runs, -1, -1).contiguous()
+    if not shared:
+        xb[..., :-1] += torch.arange(runs, dtype=dtype)[:, None, None] / 10
+    if no_one:
+        xb[..., -1] = 2.0
+    yb = y.to(dtype).expand(runs, -1, -1).contiguous()
+    if half:
+        xb, yb = xb.half(), yb.half()
+    drop = None if dropout is None else Dropout(dropout, list(range(runs)), dtype, torch.device("cpu"))
+    return net, xb, yb, drop
+
+
+def _cases(table: dict[str, list]) -> list:
+    return [pytest.param(name, case, id=f"{name}-{k}") for name, cases in table.items()
+            for k, case in enumerate(cases)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name,case", _cases(TRAINING))
+def test_training_step_equals_the_reference(name, case, dtype, monkeypatch):
+    path = _registered()[name]
+    net, xb, yb, drop = _net(dtype=dtype, **case)
+    with _mode(monkeypatch, fast=True):
+        assert path.make(net, xb, yb, drop) is not None             # it applies here
+    # split whenever there are 2 threads: the thresholds are set for speed, not for what is computed
+    monkeypatch.setattr("condlab._accel._cpu_step.STEP_PARALLEL_MIN", 1)
+    monkeypatch.setattr("condlab._accel._wide_step.PARALLEL_MIN", 1)
+    out = {}
+    for key, fast, threads in (("fast", True, 1), ("split", True, 2), ("reference", False, 1)):
+        net, xb, yb, drop = _net(dtype=dtype, **case)
+        with _mode(monkeypatch, fast, threads):
+            loss = net.loss_and_grad(xb, yb, drop)
+            step = net.fast_step(xb, yb, drop)
+        assert (step is not None) == fast and (not fast or type(step) is path.make.__self__)
+        out[key] = (loss, [g.clone() for g in net.grads])
+    assert torch.equal(out["fast"][0], out["split"][0])
+    assert all(torch.equal(a, b) for a, b in zip(out["fast"][1], out["split"][1], strict=True))
+    (loss, grads), (ref_loss, ref_grads) = out["fast"], out["reference"]
+    tol = TOL[dtype]
+    torch.testing.assert_close(loss, ref_loss, rtol=0, atol=tol * ref_loss.abs().max().item())
+    for grad, ref in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(grad, ref, rtol=0, atol=tol * ref.abs().max().item())
+
+
+@pytest.mark.parametrize("name,case", _cases(TRAINING_ASIDE))
+def test_training_step_stands_aside_where_it_does_not_apply(name, case, accelerated):
+    net, xb, yb, drop = _net(dtype=torch.float64, **case)
+    assert _registered()[name].make(net, xb, yb, drop) is None
+
+
+def _phase(width: int, points, seeds, kw: dict):
+    return train_to_convergence(width, [scales(g, gp, width) for g, gp in points], seeds, **kw).runs
+
+
+@pytest.mark.parametrize("name,case", _cases(PHASE))
+def test_phase_step_equals_the_reference(name, case, monkeypatch):
+    width, points, seeds, kw = case
+    n = len(kw.get("x", (0, 0, 0)))
+    with _mode(monkeypatch, fast=True):
+        assert _registered()[name].make(two_layer(), n) is not None
+    out = {}
+    for key, fast, threads in (("fast", True, 1), ("split", True, 2), ("reference", False, 1)):
+        with _mode(monkeypatch, fast, threads):
+            out[key] = _phase(width, points, seeds, kw)
+    for a, b in zip(out["fast"], out["split"], strict=True):   # each run on its own: same bits
+        assert (a.steps, a.loss, a.rd_w, a.rd_a, a.time) == (b.steps, b.loss, b.rd_w, b.rd_a, b.time)
+    ref = out["reference"]
+    assert len(out["fast"]) == len(ref) == len(seeds)
+    for a, b in zip(out["fast"], ref, strict=True):
+        assert (a.steps, a.converged, a.status) == (b.steps, b.converged, b.status)
+        for field in ("rd_w", "rd_a", "time", "loss"):
+            assert getattr(a, field) == pytest.approx(getattr(b, field), rel=PHASE_REL)
+        np.testing.assert_allclose(a.curve["loss"], b.curve["loss"], rtol=PHASE_REL)
+        np.testing.assert_allclose(a.curve["time"], b.curve["time"], rtol=PHASE_REL)
+        for key in ("a", "w", "b"):   # a weight that cancels to ~0 has only an absolute error
+            scale = np.abs(b.neurons[key]).max()
+            np.testing.assert_allclose(a.neurons[key], b.neurons[key], rtol=PHASE_REL, atol=PHASE_REL * scale)
+
+
+@pytest.mark.parametrize("name,case", _cases(PHASE_ASIDE))
+def test_phase_step_stands_aside_where_it_does_not_apply(name, case, accelerated):
+    n, activation = case
+    assert _registered()[name].make(two_layer(activation), n) is None
+
+
+def _adam(name: str, shared: bool, dtype: torch.dtype, size: int = 5000):
+    """An Adam/AdamW optimizer over `size` parameters (lr and weight decay shared, or in runs of
+    different values), after 30 steps; the first 8 parameters (a diverged run) are frozen after
+    step 10."""
+    params = torch.randn(size, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(dtype)
+    if shared:
+        lr, wd = torch.tensor(1e-2, dtype=dtype), torch.tensor(0.1, dtype=dtype)
+    else:
+        lr, wd = torch.full_like(params, 1e-2), torch.zeros_like(params)
+        lr[1700:3100], wd[1000:2500] = 3e-3, 0.3
+    opt = get_optimizer(name)(params, Hyper(lr=lr, weight_decay=wd))
+    for k in range(30):
+        opt.step(torch.sin(params * (k + 1)) + 0.1 * params)   # a gradient that depends on params
+        if k == 10:
+            opt.stop(torch.arange(size) < 8)
+    return params, opt
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name,case", _cases(OPTIMIZER))
+def test_optimizer_step_equals_the_reference(name, case, dtype, monkeypatch):
+    optimizer, shared = case
+    path = _registered()[name]
+    out = {}
+    for key, fast, threads in (("fast", True, 1), ("split", True, 2), ("reference", False, 1)):
+        with _mode(monkeypatch, fast, threads):
+            params, opt = _adam(optimizer, shared, dtype)
+        assert (opt._fast is not None) == fast and (not fast or type(opt._fast) is path.make.__self__)
+        out[key] = params
+    assert torch.equal(out["fast"], out["split"])
+    ref = out["reference"]
+    torch.testing.assert_close(out["fast"], ref, rtol=0, atol=TOL[dtype] * ref.abs().max().item())
+
+
+@pytest.mark.parametrize("name,case", _cases(OPTIMIZER_ASIDE))
+def test_optimizer_step_stands_aside_where_it_does_not_apply(name, case, accelerated):
+    optimizer, dtype = case
+    opt = get_optimizer(optimizer)(torch.zeros(10, dtype=dtype), Hyper(lr=torch.tensor(1e-3)))
+    assert _registered()[name].make(opt) is None
