@@ -185,8 +185,8 @@ CASES = [
     ("epoch-not-recorded", ["analyze", "runs/earlier/seed0", "--epoch", "7", "--no-figures"], 2,
      ["epoch 7", "recorded"], ""),
     ("layer-too-deep", ["analyze", "runs/earlier/seed0", "--layer", "3", "--no-figures"], 2,
-     ["layer 3", "1..1"], ""),
-    ("layer-zero", ["analyze", "runs/earlier/seed0", "--layer", "0", "--no-figures"], 2, ["layer 0"], ""),
+     ["--layer layer3", "matches no hidden layer", "layer1"], ""),
+    ("layer-zero", ["analyze", "runs/earlier/seed0", "--layer", "0", "--no-figures"], 2, ["layer0"], ""),
     ("unknown-command", ["fly"], 2, ["'fly'"], ""),
 ]
 
