@@ -20,7 +20,7 @@ _EXPORTS = {
     "csv_text": "._table",
     "execute_batches": "._sweep",
     "finished_row": "._run",
-    "make_executor": "._executors",
+    "make_executor": "._sweep",
     "open_storage": "._storage",
     "register_executor": "._executors",
     "summarize": "._run",

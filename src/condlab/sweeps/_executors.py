@@ -16,6 +16,8 @@ An executor is a subclass of ``Executor`` with a ``name``, decorated with
 folder to write runs into and ``storage.publish(folder, hashes)`` puts them in place.
 Options (``--address``, ``--cpus-per-batch``, ...) are keyword arguments of the class,
 listed in its ``options``; the CLI flag that gives each is in ``OPTION_FLAGS``.
+``_sweep.make_executor`` turns a name and options into an executor (it imports the built-in
+executors' files, which register their classes).
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from ..training import ConfigError
 from ._run import Batch, BatchDone
 
 OnDone = Callable[[Batch, BatchDone], None]
@@ -54,39 +55,3 @@ class Executor:
 
     def close(self) -> None:
         """Release what connect() took (called after run, and after any error)."""
-
-
-def executor_names() -> list[str]:
-    _builtins()
-    return list(EXECUTORS)
-
-
-def make_executor(executor: str | Executor, address: str | None = None, **options: Any) -> Executor:
-    """A name ('local', 'ray', ...) and its options -> an executor object (an object passes
-    through); a clear one-line error for an unknown name or an option the executor lacks."""
-    options = {"address": address, **options}
-    given = {k: v for k, v in options.items() if v is not None and v is not False}
-    if isinstance(executor, Executor):
-        if given:
-            raise ConfigError(f"{_flag(next(iter(given)))} goes to the executor object itself, "
-                              "not to sweep()")
-        return executor
-    _builtins()
-    cls = EXECUTORS.get(executor)
-    if cls is None:
-        raise ConfigError(f"executor '{executor}' is not accepted: choose {' or '.join(EXECUTORS)}")
-    for key in given:
-        if key not in cls.options:
-            owners = [c.name for c in EXECUTORS.values() if key in c.options]
-            hint = f"add --executor {owners[0]}" if owners else "leave it out"
-            raise ConfigError(f"{_flag(key)} is for the {' or '.join(owners) or 'no'} executor: {hint}")
-    return cls(**given)
-
-
-def _flag(key: str) -> str:
-    return OPTION_FLAGS.get(key, key)
-
-
-def _builtins() -> None:
-    """Import the built-in executors' files (each registers its class)."""
-    from . import _local, _ray  # noqa: F401

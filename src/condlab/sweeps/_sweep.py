@@ -29,11 +29,35 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from .._display import ShownAsPage
-from ._executors import Executor, make_executor
+from ..training import ConfigError
+from . import _local, _ray  # noqa: F401  (the built-in executors: each file registers its class)
+from ._executors import EXECUTORS, OPTION_FLAGS, Executor
 from ._plan import BATCHED_KEYS, Plan, _get, assign_key, load_spec, make_plan, run_spec_fields
 from ._run import Batch, BatchDone, batch_cost
 from ._storage import LocalStorage, open_storage
 from ._table import table_columns, write_table
+
+
+def make_executor(executor: str | Executor, address: str | None = None, **options: Any) -> Executor:
+    """A name ('local', 'ray', ...) and its options -> an executor object (an object passes
+    through); a clear one-line error for an unknown name or an option the executor lacks."""
+    options = {"address": address, **options}
+    given = {k: v for k, v in options.items() if v is not None and v is not False}
+    if isinstance(executor, Executor):
+        if given:
+            raise ConfigError(f"{OPTION_FLAGS.get(next(iter(given)))} goes to the executor object "
+                              "itself, not to sweep()")
+        return executor
+    cls = EXECUTORS.get(executor)
+    if cls is None:
+        raise ConfigError(f"executor '{executor}' is not accepted: choose {' or '.join(EXECUTORS)}")
+    for key in given:
+        if key not in cls.options:
+            owners = [c.name for c in EXECUTORS.values() if key in c.options]
+            hint = f"add --executor {owners[0]}" if owners else "leave it out"
+            raise ConfigError(f"{OPTION_FLAGS.get(key, key)} is for the {' or '.join(owners) or 'no'} "
+                              f"executor: {hint}")
+    return cls(**given)
 
 
 @dataclass
