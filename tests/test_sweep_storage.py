@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -196,3 +198,32 @@ def test_run_meta_and_table_name_the_host_that_trained_each_run(tmp_path):
     shutil.rmtree(tmp_path / "runs" / result.rows[0]["run"])
     again = condlab.sweep(SMALL, out=tmp_path, progress=False)  # the rows read back from meta.json
     assert [r["host"] for r in again.rows] == [host] * 4
+
+
+def test_a_second_sweep_on_one_object_store_uri_is_refused_naming_the_uri(tmp_path, monkeypatch):
+    import condlab.records._lock as lock
+
+    pytest.importorskip("pyarrow")
+    monkeypatch.setattr(lock, "GRACE_SECONDS", 0.1)
+    store = _arrow(tmp_path)
+    with store.lock():
+        with pytest.raises(ConfigError, match=rf"^--out '{store.uri}' is in use by another sweep \(pid"):
+            with _arrow(tmp_path).lock():
+                pass
+    with store.lock():  # released
+        pass
+
+
+def test_the_code_fingerprint_covers_all_of_condlab_and_changes_with_any_file(tmp_path):
+    # the Ray executor refuses a node whose fingerprint differs from the driver's
+    copy = tmp_path / "condlab"
+    shutil.copytree(Path(condlab.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    ask = [sys.executable, "-c", "from condlab.sweeps._ray_node import code_fingerprint; print(code_fingerprint())"]
+    same = subprocess.run(ask, capture_output=True, text=True, env={"PYTHONPATH": str(tmp_path)}, check=True)
+    from condlab.sweeps._ray_node import code_fingerprint
+
+    assert same.stdout.strip() == code_fingerprint()
+    with open(copy / "_version.py", "a") as fh:  # a file outside sweeps/
+        fh.write("# a local change\n")
+    other = subprocess.run(ask, capture_output=True, text=True, env={"PYTHONPATH": str(tmp_path)}, check=True)
+    assert other.stdout.strip() != code_fingerprint()

@@ -81,7 +81,9 @@ class RayExecutor(Executor):
     def check(self, storage: Any, batches: list[Batch]) -> None:
         import ray
 
-        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        if not batches:
+            return  # nothing to train: nothing to check
+        nodes = _alive()
         self._largest = max(int(n["Resources"].get("CPU", 0)) for n in nodes) if nodes else 1
         self._check_resources(batches, ray.cluster_resources())
         for name in _stale_markers(storage):
@@ -115,6 +117,7 @@ class RayExecutor(Executor):
         if self.ship_code and self._started and any(isinstance(f, str) or f["fingerprint"] != mine
                                                     for f in facts.values()):
             self._reconnect_shipping()
+            nodes = _alive()  # the same nodes, unless this process had started a local cluster
             facts = self._node_facts(nodes, storage)
         problems = [p for n in nodes if (p := self._problem(n, facts[n["NodeID"]], mine, storage))]
         if problems:
@@ -286,6 +289,12 @@ def _advance(bar: Any, epochs: dict[int, int], batches: list[Batch], shown: dict
         if target > shown.get(slot, 0.0):
             bar.update(target - shown.get(slot, 0.0))
             shown[slot] = target
+
+
+def _alive() -> list[dict]:
+    import ray
+
+    return [n for n in ray.nodes() if n.get("Alive")]
 
 
 def _stale_markers(storage: Any) -> list[str]:

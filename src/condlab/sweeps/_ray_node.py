@@ -53,7 +53,9 @@ class TaskPlan:
 def code_fingerprint() -> str:
     """SHA-256 of condlab's source files (relative names and bytes) as imported here."""
     if not _FINGERPRINT:
-        root = Path(__file__).resolve().parent
+        import condlab
+
+        root = Path(condlab.__file__).resolve().parent
         digest = hashlib.sha256()
         for path in sorted(root.rglob("*.py")):
             digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")

@@ -22,7 +22,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,11 +152,18 @@ class ArrowStorage:
     def _path(self, name: str) -> str:
         return f"{self.base}/{name}"
 
-    def lock(self, what: str = "sweep"):
-        """One sweep per URI on this machine (an object store has no lock that outlives a kill
-        -9 reliably: sweeps on two machines writing one prefix are not prevented)."""
+    @contextmanager
+    def lock(self, what: str = "sweep") -> Iterator[None]:
+        """One sweep per URI on this machine (an object store has no lock that a kill -9
+        releases: sweeps on two machines writing one prefix are not prevented)."""
         key = hashlib.sha256(self.uri.encode()).hexdigest()[:16]
-        return folder_lock(Path(tempfile.gettempdir()) / f"condlab-lock-{key}", what)
+        folder = Path(tempfile.gettempdir()) / f"condlab-lock-{key}"
+        with ExitStack() as stack:
+            try:
+                stack.enter_context(folder_lock(folder, what))
+            except ConfigError as err:  # name the URI, not the lock's folder
+                raise ConfigError(str(err).replace(f"'{folder}'", f"'{self.uri}'")) from None
+            yield
 
     def _files(self, prefix: str) -> list[Any]:
         import pyarrow.fs as pafs
