@@ -218,7 +218,8 @@ def test_the_code_fingerprint_covers_all_of_condlab_and_changes_with_any_file(tm
     # the Ray executor refuses a node whose fingerprint differs from the driver's
     copy = tmp_path / "condlab"
     shutil.copytree(Path(condlab.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    ask = [sys.executable, "-c", "from condlab.sweeps._ray_node import code_fingerprint; print(code_fingerprint())"]
+    ask = [sys.executable, "-c",
+           "from condlab.sweeps._ray_node import code_fingerprint; print(code_fingerprint())"]
     same = subprocess.run(ask, capture_output=True, text=True, env={"PYTHONPATH": str(tmp_path)}, check=True)
     from condlab.sweeps._ray_node import code_fingerprint
 
