@@ -14,8 +14,9 @@ concerned: it runs in its own mount namespace, where a private tmpfs lies over `
 (what it writes there the driver never sees: "separate disks") and empty folders lie over
 condlab's source folders (it has no condlab: the executor ships its own, runtime_env
 py_modules; its line-count kernels then compile once, 40-60 s on a quiet 2-core machine, in
-the first test that trains). ``WORK/shared`` is seen by both nodes. An S3-compatible server
-(moto, in server mode) listens on 127.0.0.1 inside the namespace.
+the first test that trains). ``WORK/shared`` is seen by both nodes. The cluster requires Ray's
+auth token (left in ~/.ray by a local ``ray.init()``), which condlab must send unasked. An
+S3-compatible server (moto, in server mode) listens on 127.0.0.1 inside the namespace.
 Slow: ``make test-slow``; CI runs this file explicitly with CONDLAB_REQUIRE_RAY_TEST=1.
 """
 
@@ -58,6 +59,9 @@ S3 = "127.0.0.1:5555"
 CLUSTER = """\
 set -u
 ip link set lo up
+# a Ray auth token in ~/.ray, as one local ray.init() leaves it: `ray start` then turns token
+# authentication on for the whole cluster, and a driver must send the token
+mkdir -p "$HOME/.ray" && printf %s "$TOKEN" > "$HOME/.ray/auth_token"
 "$PY" -m moto.server -H 127.0.0.1 -p 5555 > "$WORK/moto.log" 2>&1 &
 # the head trains nothing (no CPUs for tasks, as on many clusters): every batch goes to the worker
 "$RAY" start --head --node-ip-address=127.0.0.1 --port=6379 --num-cpus=0 --temp-dir="$HEAD_TMP" \\
@@ -67,9 +71,10 @@ unshare -m bash -c '
     mount -t tmpfs tmpfs "$WORK/out" || exit 1
     for d in $HIDE; do mount --bind "$WORK/empty" "$d" || exit 1; done
     env -u PYTHONPATH "$PY" -c "import condlab" 2> /dev/null && touch "$WORK/worker-has-condlab"
-    exec env -u PYTHONPATH "$RAY" start --address=127.0.0.1:6379 --node-ip-address=127.0.0.1 \\
-        --num-cpus=1 --temp-dir="$WORKER_TMP" --disable-usage-stats' > "$WORK/worker.log" 2>&1 || exit 91
-"$PY" - <<'EOF' || exit 92
+    exec env -u PYTHONPATH RAY_AUTH_MODE=token "$RAY" start --address=127.0.0.1:6379 \\
+        --node-ip-address=127.0.0.1 --num-cpus=1 --temp-dir="$WORKER_TMP" --disable-usage-stats' \\
+    > "$WORK/worker.log" 2>&1 || exit 91
+RAY_AUTH_MODE=token "$PY" - <<'EOF' || exit 92
 import json, os, time, ray
 ray.init(address="127.0.0.1:6379", logging_level="ERROR")
 while len([n for n in ray.nodes() if n["Alive"]]) < 2:
@@ -116,15 +121,17 @@ class Cluster:
         self.work = work
         tag = secrets.token_hex(3)  # Ray's socket paths must stay short: its temp dirs in /tmp
         self.temps = [f"/tmp/crh-{tag}", f"/tmp/crw-{tag}"]
-        for name in ("out", "shared", "empty", "home"):
+        for name in ("out", "shared", "empty", "home", "tmp"):
             (work / name).mkdir()
         self.env = dict(os.environ, WORK=str(work), PY=sys.executable, OMP_NUM_THREADS="1",
                         RAY=str(Path(sys.executable).parent / "ray"), HOME=str(work / "home"),
                         PYTHONPATH=str(Path(condlab.__file__).parents[1]), HIDE=" ".join(_condlab_sources()),
                         HEAD_TMP=self.temps[0], WORKER_TMP=self.temps[1], RAY_USAGE_STATS_ENABLED="0",
+                        TOKEN=secrets.token_hex(16), TMPDIR=str(work / "tmp"),
                         AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
                         AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
-        self.env.pop("RAY_ADDRESS", None)
+        for name in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+            self.env.pop(name, None)
         self.proc = subprocess.Popen(["unshare", "-n", "-p", "-f", "--mount-proc", "bash", "-c", CLUSTER],
                                      env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -217,6 +224,19 @@ def test_the_cluster_is_two_nodes_on_loopback_and_the_worker_has_no_condlab(clus
     assert (cluster.work / "links.txt").read_text().split() == ["lo"]
     assert len(cluster.nodes) == 2 and {n["ip"] for n in cluster.nodes} == {"127.0.0.1"}
     assert not (cluster.work / "worker-has-condlab").exists()
+
+
+def test_a_head_that_requires_a_token_gets_the_one_at_hand_and_its_absence_is_one_line(cluster):
+    # every other test connects to this token-authenticated cluster with RAY_AUTH_MODE unset
+    # (Ray itself sends no token to an explicit --address): condlab sends ~/.ray/auth_token
+    assert "Token authentication is enabled" in (cluster.work / "head.log").read_text()
+    (cluster.work / "no-token").mkdir()
+    proc = cluster.run(_sweep("$WORK/shared/no-token"), timeout=120, HOME=str(cluster.work / "no-token"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = _errors(proc.stderr)
+    assert len(lines) == 1 and f"cannot reach the Ray cluster at {ADDRESS}" in lines[0], proc.stderr
+    assert "RAY_AUTH_TOKEN" in lines[0] and "ray get-auth-token" in lines[0], lines
+    assert not (cluster.work / "shared" / "no-token").exists()
 
 
 def test_an_unreachable_address_fails_within_10_s_naming_it_and_writes_nothing(cluster):

@@ -49,6 +49,15 @@ def _arrow(root: Path) -> ArrowStorage:
     return ArrowStorage(pafs.LocalFileSystem(), str(root), f"arrow:{root}")
 
 
+@pytest.fixture(autouse=True)
+def _temp_files_in_tmp_path(tmp_path, monkeypatch):
+    """Staging and lock folders (the OS temp folder) under tmp_path: nothing left in /tmp."""
+    import tempfile
+
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+
+
 def test_an_object_store_sweep_resumes_after_an_interrupted_upload_and_gives_the_local_table(tmp_path):
     # claim: through a pyarrow file system (no rename) a sweep writes the same table as into a
     # local folder; a run whose upload was cut short (no meta.json) is removed and trained
