@@ -5,7 +5,7 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN = $(VENV)/bin
 
-.PHONY: setup demo demo-all docs test test-slow bench lint clean
+.PHONY: setup demo demo-all docs test test-slow test-cluster bench lint clean
 
 # pip's output (progress, warnings about ignored locations) goes to $(VENV)/pip.log, shown only
 # when a step fails: the first screen of `make demo` is the result, not the installation.
@@ -39,6 +39,10 @@ test: setup  ## the default test suite (under 5 minutes on 2 cores)
 
 test-slow: setup  ## whole experiments and slower scientific checks on trained networks
 	$(BIN)/pytest -m 'slow or experiment'
+
+test-cluster: setup  ## the Ray executor on a loopback two-node cluster and S3 server, as CI runs it (root)
+	@$(PIP) "ray[default]==2.60.0" "moto[server]==5.2.5" >> $(LOG) 2>&1 || { cat $(LOG); exit 1; }
+	CONDLAB_REQUIRE_RAY_TEST=1 $(BIN)/pytest -q -m slow tests/test_sweep_ray.py
 
 bench: setup
 	$(BIN)/python benchmarks/bench_batched.py

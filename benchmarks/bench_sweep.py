@@ -66,30 +66,32 @@ def measure(layout: str, epochs: int) -> tuple[float, float, int]:
         return wall, result.train_seconds, len(result.plan.batches)
 
 
-class _SerialExecutor:
+def _serial_executor():
     """The local executor's work, all in the calling thread: train, then measure and write."""
+    from condlab.sweeps._executors import Executor
+    from condlab.sweeps._run import train_part, write_part
 
-    name = "local"
+    class Serial(Executor):
+        name = "serial"
 
-    def run(self, batches, runs_dir, bar, on_done) -> None:
-        from condlab.sweeps._run import train_part, write_part
+        def run(self, batches, storage, bar, on_done) -> None:
+            with storage.stage() as runs_dir:
+                for batch in batches:
+                    result = train_part(batch)
+                    on_done(batch, write_part(batch, result, str(runs_dir), workers=0))
 
-        for batch in batches:
-            result = train_part(batch)
-            on_done(batch, write_part(batch, result, str(runs_dir), workers=0))
+    return Serial()
 
 
 def profile(epochs: int, layout: str) -> None:
-    from unittest import mock
-
     torch.set_num_threads(1)
     measure("batched", 10)  # imports and first calls, as in the timed runs
-    with tempfile.TemporaryDirectory() as out, \
-            mock.patch("condlab.sweeps._sweep.make_executor", lambda *a: _SerialExecutor()):
+    with tempfile.TemporaryDirectory() as out:
         prof = cProfile.Profile()
         start = time.perf_counter()
         prof.enable()
-        result = condlab.sweep(spec(layout, epochs), out=Path(out), progress=False)
+        result = condlab.sweep(spec(layout, epochs), out=Path(out), progress=False,
+                               executor=_serial_executor())
         prof.disable()
         wall = time.perf_counter() - start
     print(f"{layout}: wall {wall:.2f} s, training {result.train_seconds:.2f} s (profiled, serial)")

@@ -193,8 +193,9 @@ def test_threaded_writes_give_every_run_and_counts_equal_count_orientations(tmp_
     assert made is not None and made.known is not None  # config.json and data.npz filled early
     for h, row in here.rows.items():
         run = load_run(tmp_path / "a" / h)
-        assert json.loads((tmp_path / "b" / h / "meta.json").read_text())["sweep"]["summary"] == \
-            {k: v for k, v in row.items() if k != "status"}
+        sweep = json.loads((tmp_path / "b" / h / "meta.json").read_text())["sweep"]
+        assert sweep["summary"] == {k: v for k, v in row.items() if k not in ("status", "host", "node")}
+        assert sweep["trained_on"] == {"host": row["host"], "node": None} and row["host"]
         assert row["layer1_lines_final"] == count_orientations(run.weights["layer1"][-1], sweep=()).n_lines
         assert row["layer1_lines"] == count_orientations(run.layer("layer1", default_epoch(run)),
                                                          sweep=()).n_lines
@@ -220,9 +221,9 @@ def test_a_failing_batch_is_reported_and_the_others_are_kept(tmp_path):
 
 
 def test_an_interrupted_batch_leaves_no_run_directories(tmp_path, monkeypatch):
-    import condlab.sweeps._run as sweep_run
+    import condlab.sweeps._local as sweep_local
 
-    real = sweep_run.train_part
+    real = sweep_local.train_part
 
     def interrupted(batch, progress=False):
         result = real(batch, progress)
@@ -230,7 +231,7 @@ def test_an_interrupted_batch_leaves_no_run_directories(tmp_path, monkeypatch):
             run.status = "interrupted"
         return result
 
-    monkeypatch.setattr(sweep_run, "train_part", interrupted)
+    monkeypatch.setattr(sweep_local, "train_part", interrupted)
     result = condlab.sweep(dict(TINY, grid={"model.width": [8]}), out=tmp_path, progress=False)
     assert result.interrupted and result.trained == 0
     assert not list((tmp_path / "runs").iterdir())
@@ -318,29 +319,33 @@ def test_cli_errors_are_one_line_exit_2(tmp_path):
 def test_ray_tasks_retry_only_io_errors_that_may_pass(monkeypatch):
     import errno
 
-    from condlab.sweeps import _run as _sweep_run
+    from condlab.sweeps import _ray_node as node
 
     def fail_with(err):
-        def run_batch(batch, runs_dir):
+        def batch(batch, storage, plan):
             raise err
-        return run_batch
+        return batch
 
-    monkeypatch.setattr(_sweep_run, "run_batch", fail_with(OSError(errno.EIO, "I/O error")))
-    with pytest.raises(_sweep_run.TransientBatchError):  # Ray retries these
-        _sweep_run._ray_task(None, "out")
-    for err in (FileNotFoundError("gone"), ValueError("bad value")):
-        monkeypatch.setattr(_sweep_run, "run_batch", fail_with(err))
+    monkeypatch.setattr(node, "_batch", fail_with(OSError(errno.EIO, "I/O error")))
+    with pytest.raises(node.TransientBatchError):  # Ray retries these
+        node.batch_task(None, None, node.TaskPlan())
+    for err in (FileNotFoundError("gone"), ValueError("bad value"), node.NotShared("not here")):
+        monkeypatch.setattr(node, "_batch", fail_with(err))
         with pytest.raises(type(err)):  # not retried: the same on every try
-            _sweep_run._ray_task(None, "out")
+            node.batch_task(None, None, node.TaskPlan())
 
 
-def test_unknown_executor_and_address_without_ray_are_one_line_errors():
-    from condlab.sweeps._run import make_executor
+def test_unknown_executor_and_options_of_another_executor_are_one_line_errors():
+    from condlab.sweeps import make_executor
 
     with pytest.raises(ConfigError, match="choose local or ray"):
         make_executor("dask")
-    with pytest.raises(ConfigError, match="--address is for the Ray executor"):
+    with pytest.raises(ConfigError, match="--address is for the ray executor: add --executor ray"):
         make_executor("local", "127.0.0.1:6379")
+    with pytest.raises(ConfigError, match="--return-runs is for the ray executor"):
+        make_executor("local", return_runs=True)
+    with pytest.raises(ConfigError, match="--cpus-per-batch is for the ray executor"):
+        make_executor("local", cpus_per_batch=2)
 
 
 def test_weight_decay_momentum_and_dropout_sweeps_are_one_batch(tmp_path):

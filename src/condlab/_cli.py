@@ -177,7 +177,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from .sweeps import sweep
 
     result = sweep(args.spec, out=args.out, executor=args.executor, address=args.address,
-                   dry_run=args.dry_run, progress=not args.no_progress and sys.stderr.isatty())
+                   dry_run=args.dry_run, progress=not args.no_progress and sys.stderr.isatty(),
+                   cpus_per_batch=args.cpus_per_batch, return_runs=args.return_runs)
     if args.dry_run:
         batches = len({r.batch for r in result.plan.runs})
         print(f"sweep {result.plan.name}: {len(result.plan.runs)} runs in {batches} batches; "
@@ -408,10 +409,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sweep", help="train every run of a sweep spec not done yet; write a results table")
     p.add_argument("spec", help="sweep spec (YAML; see docs/sweeps.md)")
-    p.add_argument("--out", help="output directory (default: runs/sweep-NAME); reused to resume")
+    p.add_argument("--out", help="output folder, or an object store URI (s3://bucket/prefix, gs://..., "
+                   "file://...) (default: runs/sweep-NAME); reused to resume")
     p.add_argument("--executor", default="local", choices=["local", "ray"],
                    help="local: batches in this process (default); ray: one Ray task per batch")
     p.add_argument("--address", help="Ray cluster address, e.g. 127.0.0.1:6379 (default: a local Ray)")
+    p.add_argument("--cpus-per-batch", type=int, metavar="N",
+                   help="Ray: CPUs (and torch threads) per batch (default: one per 10^6 multiply-adds "
+                   "of a training step, at most the largest node's CPUs)")
+    p.add_argument("--return-runs", action="store_true",
+                   help="Ray, without shared storage: tasks return their runs (at most 256 MiB a batch) "
+                   "through Ray's object store, and this process writes them to --out")
     p.add_argument("--dry-run", action="store_true", help="plan and count runs; write and train nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the results table's rows as JSON")

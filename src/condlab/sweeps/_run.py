@@ -1,4 +1,5 @@
-"""Train one batch of a sweep and write its runs; the executors that run batches (local, Ray).
+"""Train one batch of a sweep and write its runs (the executors, ``_local`` and
+``_ray``, call these).
 
 A batch is plain data (a config dict and the runs' hashes and specs), so it travels to a Ray
 worker as is. ``run_batch`` trains it through ``condlab.train``, measures each run's summary
@@ -10,7 +11,6 @@ its own run directories, so it never touches another batch's runs.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 FINISHED = ("complete", "diverged")  # a run with either status is never trained again
-RAY_MAX_RETRIES = 3
 WRITERS = 1  # threads writing a batch's run files while its runs are measured (0: none)
+STEP_OVERHEAD = 2e5  # a training step's fixed cost in batch_cost's units, measured roughly
 
 
 @dataclass
@@ -48,6 +48,22 @@ class BatchDone:
     seconds: float = 0.0                   # training time (inside condlab.train)
     error: str | None = None
     interrupted: bool = False
+    files: dict[str, dict[str, int]] | None = None       # per run hash: file -> size, as written
+    payload: dict[str, dict[str, bytes]] | None = None   # per run hash: file -> bytes (returned)
+    where: dict[str, Any] | None = None                  # host, Ray node, device of the batch
+
+
+def step_work(config: dict[str, Any], runs: int) -> float:
+    """Multiply-adds of one training step of `runs` runs of a config: runs x samples x parameters."""
+    m, d = config["model"], config["data"]
+    params = m["width"] * (d["d"] + 1) + (m["depth"] - 1) * m["width"] * (m["width"] + 1) \
+        + m["d_out"] * (m["width"] + 1)
+    return float(runs * d["n"] * params)
+
+
+def batch_cost(config: dict[str, Any], runs: int) -> float:
+    """Work of a batch in arbitrary units, for the progress bar: epochs x (step work + overhead)."""
+    return config["train"]["epochs"] * (step_work(config, runs) + STEP_OVERHEAD)
 
 
 def summarize(run) -> dict[str, Any]:
@@ -158,7 +174,7 @@ def discard_part(batch: Batch, runs_dir: str) -> None:
 
 
 def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
-               prepared: Prepared | None = None) -> BatchDone:
+               prepared: Prepared | None = None, where: dict[str, Any] | None = None) -> BatchDone:
     """Measure each run of a trained batch and write it to runs_dir/<hash>.
 
     A writer thread writes every file of the runs but meta.json (``write_bodies``) while this
@@ -168,7 +184,8 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
     writes the meta.json files, puts everything on disk with one syncfs and renames the
     directories. ``workers=0`` writes in the calling thread
     (for profiling: cProfile sees one thread). `prepared`: what ``prepare_part`` made in the
-    run directories (an interrupted batch removes it).
+    run directories (an interrupted batch removes it). `where`: the host and Ray node that
+    trained the batch (``trained_here``), kept in each meta.json and table row.
     """
     from ..records import commit_runs, meta_bytes, write_bodies
 
@@ -185,9 +202,10 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
         bodies = (pool.submit if workers > 0 else _now)(_bodies_then_flush, runs, paths, files, take, known)
         summaries = summarize_many(runs)
         rows: dict[str, dict[str, Any]] = {}
+        where = trained_here() if where is None else where
         for (h, _), run, row in zip(batch.runs, runs, summaries, strict=True):
-            run.meta["sweep"] = {"hash": h, "batch": batch.key, "summary": row}
-            rows[h] = {"status": run.status, **row}
+            run.meta["sweep"] = {"hash": h, "batch": batch.key, "summary": row, "trained_on": where}
+            rows[h] = {"status": run.status, **row, "host": where.get("host"), "node": where.get("node")}
         metas = [meta_bytes(run) for run in runs]  # while the writer thread may still write
         mine = write_bodies(runs, paths, files, take, known)[1]  # the runs it has not taken yet
         partials, theirs = bodies.result()  # a failed write fails the batch (trained again)
@@ -220,9 +238,10 @@ def _task(name: str):
     return importlib.import_module(name)
 
 
-def run_batch(batch: Batch, runs_dir: str, progress: Any = False) -> BatchDone:
-    """Train a batch, write each finished run to runs_dir/<hash>; runs one Ray task."""
-    return write_part(batch, train_part(batch, progress), runs_dir)
+def run_batch(batch: Batch, runs_dir: str, progress: Any = False,
+              where: dict[str, Any] | None = None) -> BatchDone:
+    """Train a batch, write each finished run to runs_dir/<hash> (what one Ray task does)."""
+    return write_part(batch, train_part(batch, progress), runs_dir, where=where)
 
 
 def finished_row(run_dir: Path) -> dict[str, Any] | None:
@@ -232,161 +251,30 @@ def finished_row(run_dir: Path) -> dict[str, Any] | None:
     meta_file = run_dir / "meta.json"
     if not meta_file.is_file():
         return None
-    meta = json.loads(meta_file.read_text())
-    if meta.get("status") not in FINISHED:
-        return None
-    summary = meta.get("sweep", {}).get("summary")
-    if summary is None:  # written by something other than a sweep: measure it now
+
+    def measured() -> dict[str, Any]:  # written by something other than a sweep: measure it now
         from ..records import load_run
 
-        summary = summarize(load_run(run_dir))
-    return {"status": meta["status"], **summary}
+        return summarize(load_run(run_dir))
+
+    return meta_row(json.loads(meta_file.read_text()), measured)
 
 
-OnDone = Callable[[Batch, BatchDone], None]
+def meta_row(meta: dict[str, Any], measured: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
+    """The table row of a run from its meta.json (None unless finished): status, the summary
+    (``measured()`` when meta.json holds none), the host and Ray node that trained it."""
+    if meta.get("status") not in FINISHED:
+        return None
+    sweep = meta.get("sweep", {})
+    summary = sweep.get("summary")
+    if summary is None:
+        summary = measured()
+    where = sweep.get("trained_on") or {}
+    return {"status": meta["status"], **summary, "host": where.get("host"), "node": where.get("node")}
 
 
-class _EpochCounter:
-    """Forwards condlab.train's per-epoch updates to the sweep's bar, in cost units, and sets
-    `started` at the first one (the batch is set up and its training loop runs)."""
+def trained_here(**extra: Any) -> dict[str, Any]:
+    """Where a batch trains: this host's name, and `extra` (the Ray node, the device)."""
+    import socket
 
-    def __init__(self, bar: Any, step: float, started: threading.Event | None = None):
-        self.bar, self.step, self.started = bar, step, started
-
-    def update(self, n: int = 1) -> None:
-        if self.started is not None and not self.started.is_set():
-            self.started.set()
-        if self.bar is not None:
-            self.bar.update(n * self.step)
-
-
-def _prepare_when(started: threading.Event, batch: Batch, runs_dir: str) -> Prepared | None:
-    """prepare_part once the batch trains: its set-up (data, initial weights: not training
-    time) is not slowed by this thread's file-system work competing for the GIL."""
-    started.wait()
-    return prepare_part(batch, runs_dir)
-
-
-def _write_prepared(batch: Batch, result, runs_dir: str, prepared: Future) -> BatchDone:
-    """write_part into the directories that `prepared` (prepare_part, run before on this
-    thread) made; if making them failed, write_part makes them itself."""
-    return write_part(batch, result, runs_dir, prepared=None if prepared.exception() else prepared.result())
-
-
-class LocalExecutor:
-    """Batches one after the other in this process (the default; needs nothing set up)."""
-
-    name = "local"
-
-    def run(self, batches: list[Batch], runs_dir: Path, bar: Any, on_done: OnDone) -> None:
-        """Train batch k+1 while a background thread measures and writes batch k (and then
-        makes batch k+1's run directories)."""
-        with ThreadPoolExecutor(max_workers=1) as writer:
-            writing: list[tuple[Batch, Future]] = []
-            for batch in batches:
-                started = threading.Event()
-                counter = _EpochCounter(bar, batch.cost / max(batch.epochs, 1), started)
-                prepared = writer.submit(_prepare_when, started, batch, str(runs_dir))
-                try:
-                    result = train_part(batch, progress=counter)
-                except Exception as err:  # a broken batch must not stop the others
-                    writer.submit(discard_part, batch, str(runs_dir))
-                    on_done(batch, BatchDone(batch.key, {}, error=f"{type(err).__name__}: {err}"))
-                    continue
-                finally:
-                    started.set()  # never leave the writer waiting (an error, Ctrl-C)
-                writing.append((batch, writer.submit(_write_prepared, batch, result, str(runs_dir),
-                                                     prepared)))
-                while writing and writing[0][1].done():
-                    self._report(*writing.pop(0), on_done)
-                if any(run.status == "interrupted" for run in result.runs):
-                    break
-            for item in writing:
-                self._report(*item, on_done)
-
-    @staticmethod
-    def _report(batch: Batch, future: Future, on_done: OnDone) -> None:
-        try:
-            done = future.result()
-        except Exception as err:
-            done = BatchDone(batch.key, {}, error=f"{type(err).__name__}: {err}")
-        on_done(batch, done)
-
-
-class RayExecutor:
-    """One Ray task per batch on the cluster at `address` (a local one when None).
-
-    Every task writes its runs under `runs_dir`, which must be a path that every node sees.
-    A task lost to a dead worker or node, or failing with an I/O error that may pass (a shared
-    file system hiccup; not a missing file or a denied permission), is retried up to
-    RAY_MAX_RETRIES times; a batch that still fails is reported failed, and the other
-    batches' runs are kept: each task writes only its own run directories.
-    """
-
-    name = "ray"
-
-    def __init__(self, address: str | None = None, max_retries: int = RAY_MAX_RETRIES):
-        self.address, self.max_retries = address, max_retries
-
-    def run(self, batches: list[Batch], runs_dir: Path, bar: Any, on_done: OnDone) -> None:
-        import ray
-
-        from ..training import ConfigError
-
-        started_here = not ray.is_initialized()
-        if started_here:
-            try:
-                ray.init(address=self.address, logging_level="ERROR", log_to_driver=False)
-            except (ConnectionError, RuntimeError, ValueError) as err:
-                first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-                raise ConfigError(f"cannot reach the Ray cluster at {self.address or 'local'}: "
-                                  f"{first}") from None
-        try:
-            task = ray.remote(num_cpus=1, max_retries=self.max_retries,
-                              retry_exceptions=[TransientBatchError])(_ray_task)
-            pending = {task.remote(b, str(Path(runs_dir).resolve())): b for b in batches}
-            while pending:
-                (ref,), _ = ray.wait(list(pending), num_returns=1)
-                batch = pending.pop(ref)
-                try:
-                    done = ray.get(ref)
-                except Exception as err:  # after the retries: this batch failed, the others go on
-                    cause = getattr(err, "cause", None) or err
-                    done = BatchDone(batch.key, {}, error=f"{type(cause).__name__}: {cause}")
-                if bar is not None:
-                    bar.update(batch.cost)
-                on_done(batch, done)
-        finally:
-            if started_here:
-                ray.shutdown()
-
-
-class TransientBatchError(RuntimeError):
-    """An I/O error of a Ray task that another try may not meet; Ray retries these."""
-
-
-def _ray_task(batch: Batch, runs_dir: str) -> BatchDone:
-    try:
-        return run_batch(batch, runs_dir)
-    except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError):
-        raise  # the same on every try: not retried
-    except OSError as err:
-        raise TransientBatchError(f"{type(err).__name__}: {err}") from err
-
-
-def make_executor(name: str, address: str | None = None):
-    """'local' or 'ray' -> an executor object; a clear error for anything else."""
-    from ..training import ConfigError
-
-    if name == "local":
-        if address:
-            raise ConfigError("--address is for the Ray executor: add --executor ray")
-        return LocalExecutor()
-    if name == "ray":
-        import importlib.util
-
-        if importlib.util.find_spec("ray") is None:
-            raise ConfigError("the Ray executor needs Ray: pip install 'condlab[ray]'")
-        return RayExecutor(address)
-    raise ConfigError(f"executor '{name}' is not accepted: choose local or ray")
-
+    return {"host": socket.gethostname(), "node": None, **extra}

@@ -8,7 +8,9 @@
 
 A run is finished when its directory holds a meta.json with status complete or diverged;
 directories appear complete or not at all, so a sweep killed at any moment (SIGKILL too)
-resumes where it stopped, and a finished sweep trains nothing when run again.
+resumes where it stopped, and a finished sweep trains nothing when run again. OUT is a local
+folder or an object store URI (``_storage``); the batches train where the executor puts
+them (``_executors``: in this process, or on a Ray cluster).
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from __future__ import annotations
 import datetime as _dt
 import gc
 import json
-import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,10 +29,35 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from .._display import ShownAsPage
-from ..records import atomic_write_text, folder_lock
+from ..training import ConfigError
+from . import _local, _ray  # noqa: F401  (the built-in executors: each file registers its class)
+from ._executors import EXECUTORS, OPTION_FLAGS, Executor
 from ._plan import BATCHED_KEYS, Plan, _get, assign_key, load_spec, make_plan, run_spec_fields
-from ._run import Batch, BatchDone, finished_row, make_executor
+from ._run import Batch, BatchDone, batch_cost
+from ._storage import LocalStorage, open_storage
 from ._table import table_columns, write_table
+
+
+def make_executor(executor: str | Executor, address: str | None = None, **options: Any) -> Executor:
+    """A name ('local', 'ray', ...) and its options -> an executor object (an object passes
+    through); a clear one-line error for an unknown name or an option the executor lacks."""
+    options = {"address": address, **options}
+    given = {k: v for k, v in options.items() if v is not None and v is not False}
+    if isinstance(executor, Executor):
+        if given:
+            raise ConfigError(f"{OPTION_FLAGS.get(next(iter(given)))} goes to the executor object "
+                              "itself, not to sweep()")
+        return executor
+    cls = EXECUTORS.get(executor)
+    if cls is None:
+        raise ConfigError(f"executor '{executor}' is not accepted: choose {' or '.join(EXECUTORS)}")
+    for key in given:
+        if key not in cls.options:
+            owners = [c.name for c in EXECUTORS.values() if key in c.options]
+            hint = f"add --executor {owners[0]}" if owners else "leave it out"
+            raise ConfigError(f"{OPTION_FLAGS.get(key, key)} is for the {' or '.join(owners) or 'no'} "
+                              f"executor: {hint}")
+    return cls(**given)
 
 
 @dataclass
@@ -39,7 +65,7 @@ class SweepResult(ShownAsPage):
     """What ``condlab.sweep`` did: counts, time, the table's rows and paths."""
 
     plan: Plan
-    out: Path | None
+    out: Path | str | None  # a local folder, or the object store URI
     trained: int = 0
     skipped: int = 0
     failed: int = 0
@@ -49,7 +75,7 @@ class SweepResult(ShownAsPage):
     train_seconds: float = 0.0
     rows: list[dict[str, Any]] = field(default_factory=list)
     columns: list[str] = field(default_factory=list)
-    tables: list[Path] = field(default_factory=list)
+    tables: list[Path | str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
@@ -73,19 +99,24 @@ def sweep(
     spec: str | Path | dict[str, Any],
     *,
     out: str | Path | None = None,
-    executor: str = "local",
+    executor: str | Executor = "local",
     address: str | None = None,
     dry_run: bool = False,
     progress: bool | None = None,
+    cpus_per_batch: int | None = None,
+    return_runs: bool = False,
 ) -> SweepResult:
     """Train every run of a sweep spec that is not finished in `out`; write the results table.
 
-    `spec`: a YAML file or a mapping (format: docs/sweeps.md). `executor`: 'local' (in this
-    process) or 'ray' (one task per batch on the cluster at `address`). `dry_run` plans and
-    counts without writing or training anything.
+    `spec`: a YAML file or a mapping (format: docs/sweeps.md). `out`: a folder, or an object
+    store URI (s3://bucket/prefix, ...). `executor`: 'local' (in this process), 'ray' (one task
+    per batch on the cluster at `address`; `cpus_per_batch`, `return_runs`: see docs/sweeps.md,
+    "Running on a cluster"), or an executor object. `dry_run` plans and counts without writing
+    or training anything.
     """
+    options = {"address": address, "cpus_per_batch": cpus_per_batch, "return_runs": return_runs}
     with _old_objects_frozen():
-        return _sweep(spec, out, executor, address, dry_run, progress)
+        return _sweep(spec, out, executor, options, dry_run, progress)
 
 
 @contextmanager
@@ -104,42 +135,60 @@ def _old_objects_frozen():
         gc.unfreeze()
 
 
-def _sweep(spec: str | Path | dict[str, Any], out: str | Path | None, executor: str, address: str | None,
-           dry_run: bool, progress: bool | None) -> SweepResult:
+def _sweep(spec: str | Path | dict[str, Any], out: str | Path | None, executor: str | Executor,
+           options: dict[str, Any], dry_run: bool, progress: bool | None) -> SweepResult:
     start = time.perf_counter()
     raw, text, base_dir = load_spec(spec)
     plan = make_plan(raw, base_dir)
-    runner = make_executor(executor, address)
-    out_dir = Path(out) if out is not None else Path("runs") / f"sweep-{plan.name}"
+    runner = make_executor(executor, **options)
+    storage = open_storage(out if out is not None else Path("runs") / f"sweep-{plan.name}")
     if dry_run:
-        done_rows, todo = _pending(plan, out_dir / "runs")
+        done_rows, todo = _pending(plan, storage)
         result = SweepResult(plan, None, skipped=len(done_rows),
                              pending=sum(len(b.runs) for b in todo))
         result.seconds = time.perf_counter() - start
         return result
-    with folder_lock(out_dir):  # a second sweep on the same --out is refused, naming this pid
-        done_rows, todo = _pending(plan, out_dir / "runs")
-        result = SweepResult(plan, out_dir, skipped=len(done_rows))
-        _drop_partials(out_dir / "runs")
-        show = sys.stderr.isatty() if progress is None else progress
-        with ThreadPoolExecutor(max_workers=1) as side:  # two small synced files: not in the way
-            inputs = side.submit(write_inputs, out_dir, text, plan)
-            execute_batches(runner, todo, out_dir / "runs", result, done_rows, show)
-        inputs.result()
-        result.pending = len(plan.runs) - result.skipped - result.trained - result.failed
-        _write_results(result, done_rows)
+    runner.connect()  # an unreachable cluster fails here, before anything is written
+    try:
+        with storage.lock():  # a second sweep on the same --out is refused, naming this pid
+            done_rows, todo = _pending(plan, storage)
+            result = SweepResult(plan, storage.out, skipped=len(done_rows))
+            runner.check(storage, todo)  # refusals (resources, storage, versions): still nothing written
+            storage.drop_partials()
+            show = sys.stderr.isatty() if progress is None else progress
+            with ThreadPoolExecutor(max_workers=1) as side:  # two small files: not in the way
+                inputs = side.submit(write_inputs, storage, text, plan)
+                _run_batches(runner, todo, storage, result, done_rows, show)
+            inputs.result()
+            result.pending = len(plan.runs) - result.skipped - result.trained - result.failed
+            _write_results(result, done_rows, storage)
+    finally:
+        runner.close()
     result.seconds = time.perf_counter() - start
     return result
 
 
-def _pending(plan: Plan, runs_dir: Path) -> tuple[dict[str, dict[str, Any]], list[Batch]]:
+def _pending(plan: Plan, storage: Any) -> tuple[dict[str, dict[str, Any]], list[Batch]]:
     """(rows of the finished runs by hash, batches of the runs still to train)."""
-    done_rows = {r.hash: row for r in plan.runs if (row := finished_row(runs_dir / r.hash)) is not None}
+    done_rows = storage.finished_rows(r.hash for r in plan.runs)
     return done_rows, _batches(plan, set(done_rows))
 
 
-def execute_batches(runner, todo: list[Batch], runs_dir: Path, result: SweepResult, done_rows: dict,
+def execute_batches(runner: Executor, todo: list[Batch], runs_dir: Path, result: SweepResult, done_rows: dict,
              show: bool) -> None:
+    """Connect, check and run the batches into runs_dir's parent folder (the phase diagrams'
+    sweeps: they hold their folder's lock and write their inputs themselves)."""
+    storage = LocalStorage(Path(runs_dir).parent.absolute())
+    runner.connect()
+    try:
+        runner.check(storage, todo)
+        _run_batches(runner, todo, storage, result, done_rows, show)
+    finally:
+        runner.close()
+
+
+def _run_batches(runner: Executor, todo: list[Batch], storage: Any, result: SweepResult, done_rows: dict,
+                 show: bool) -> None:
     """Run the batches with one progress bar (ETA over the whole sweep); record each batch's end."""
     total_runs = sum(len(b.runs) for b in todo)
     with tqdm(total=sum(b.cost for b in todo), disable=not show, desc=f"sweep {result.plan.name}",
@@ -152,7 +201,7 @@ def execute_batches(runner, todo: list[Batch], runs_dir: Path, result: SweepResu
             bar.set_postfix_str(f"runs {result.trained + result.failed}/{total_runs}")
 
         try:
-            runner.run(todo, runs_dir, bar if show else None, on_done)
+            runner.run(todo, storage, bar if show else None, on_done)
         except KeyboardInterrupt:
             result.interrupted = True
 
@@ -172,16 +221,8 @@ def _batches(plan: Plan, finished: set[str]) -> list[Batch]:
             assign_key(config, k, list(dict.fromkeys(v for r in runs for v in _get(r.config, k))))
         specs = [(r.hash, run_spec_fields(r.config)) for r in runs]
         epochs = config["train"]["epochs"]
-        batches.append(Batch(key, config, specs, epochs, _cost(config, len(runs)), task=plan.task))
+        batches.append(Batch(key, config, specs, epochs, batch_cost(config, len(runs)), task=plan.task))
     return batches
-
-
-def _cost(config: dict[str, Any], runs: int) -> float:
-    """Work of a batch in arbitrary units: epochs x runs x samples x parameters, plus overhead."""
-    m, d, t = config["model"], config["data"], config["train"]
-    params = m["width"] * (d["d"] + 1) + (m["depth"] - 1) * m["width"] * (m["width"] + 1) \
-        + m["d_out"] * (m["width"] + 1)
-    return t["epochs"] * (runs * d["n"] * params + 2e5)  # 2e5: a step's fixed cost, measured roughly
 
 
 def _record(result: SweepResult, batch: Batch, done: BatchDone, done_rows: dict) -> None:
@@ -198,19 +239,16 @@ def _record(result: SweepResult, batch: Batch, done: BatchDone, done_rows: dict)
         done_rows.update(done.rows)
 
 
-def write_inputs(out: Path, text: str, plan: Plan) -> None:
-    spec_file = out / "spec.yaml"
-    if spec_file.is_file() and spec_file.read_text() != text:
+def write_inputs(out: Any, text: str, plan: Plan) -> None:
+    """spec.yaml (an earlier, different one kept as spec-<time>.yaml) and plan.json, into the
+    storage `out` (or a local folder)."""
+    storage = open_storage(out) if isinstance(out, (str, Path)) else out
+    earlier = storage.read_bytes("spec.yaml")
+    if earlier is not None and earlier != text.encode():
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
-        shutil.copy2(spec_file, out / f"spec-{stamp}.yaml")  # never lose the earlier spec
-    atomic_write_text(spec_file, text)
-    atomic_write_text(out / "plan.json", _plan_json(plan))
-
-
-def _drop_partials(runs_dir: Path) -> None:
-    """Remove the .partial directories of runs killed while being written (before any is made)."""
-    for partial in runs_dir.glob("*.partial"):
-        shutil.rmtree(partial, ignore_errors=True)
+        storage.write_bytes(f"spec-{stamp}.yaml", earlier)  # never lose the earlier spec
+    storage.write_bytes("spec.yaml", text.encode())
+    storage.write_bytes("plan.json", _plan_json(plan).encode())
 
 
 def _plan_json(plan: Plan) -> str:
@@ -222,12 +260,11 @@ def _plan_json(plan: Plan) -> str:
     return f'{body}, "runs": [\n{lines}\n]}}\n'
 
 
-def _write_results(result: SweepResult, done_rows: dict) -> None:
+def _write_results(result: SweepResult, done_rows: dict, storage: Any) -> None:
     rows = []
     for r in result.plan.runs:
         row = done_rows.get(r.hash, {"status": "pending"})
         rows.append({**r.settings, "run": r.hash, **row})
     result.rows = rows
     result.columns = table_columns(result.plan.columns, rows)
-    assert result.out is not None
-    result.tables = write_table(rows, result.columns, result.out)
+    result.tables = write_table(rows, result.columns, storage)

@@ -10,18 +10,18 @@ from typing import Any
 
 import numpy as np
 
-from ..records import atomic_write_bytes, atomic_write_text
-
 LEADING = ("run", "status")
 MEASURED = ("final_loss", "last_epoch", "initial_stage_epoch", "lines_epoch", "final_snapshot")
+TRAILING = ("host", "node", "error")  # where each run trained (node: its Ray node id), why it failed
 
 
 def table_columns(settings: list[str], rows: list[dict[str, Any]]) -> list[str]:
-    """Settings first, then hash and status, the scalar measurements, then per-layer columns."""
+    """Settings first, then hash and status, the scalar measurements, the per-layer columns,
+    then host, node and error."""
     seen = dict.fromkeys(k for row in rows for k in row)
     layers = [k for k in seen if k not in settings and k not in LEADING and k not in MEASURED
-              and k != "error"]
-    return settings + list(LEADING) + list(MEASURED) + sorted(layers, key=_layer_order) + ["error"]
+              and k not in TRAILING]
+    return settings + list(LEADING) + list(MEASURED) + sorted(layers, key=_layer_order) + list(TRAILING)
 
 
 def _layer_order(key: str) -> tuple[int, str]:
@@ -30,10 +30,14 @@ def _layer_order(key: str) -> tuple[int, str]:
     return number, what
 
 
-def write_table(rows: list[dict[str, Any]], columns: list[str], out: Path) -> list[Path]:
-    """Write OUT/results.csv (always) and OUT/results.parquet (when pyarrow is installed)."""
-    written = [out / "results.csv"]
-    atomic_write_text(written[0], csv_text(rows, columns))
+def write_table(rows: list[dict[str, Any]], columns: list[str], out: Path | Any) -> list[Path | str]:
+    """Write OUT/results.csv (always) and OUT/results.parquet (when pyarrow is installed), each
+    atomically; `out`: a local folder or a sweep storage (``_storage``)."""
+    from ._storage import open_storage
+
+    storage = open_storage(out) if isinstance(out, (str, Path)) else out
+    storage.write_bytes("results.csv", csv_text(rows, columns).encode())
+    written = [_shown(storage, "results.csv")]
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -42,8 +46,14 @@ def write_table(rows: list[dict[str, Any]], columns: list[str], out: Path) -> li
     table = pa.table({c: _column(pa, [row.get(c) for row in rows]) for c in columns})
     buf = io.BytesIO()
     pq.write_table(table, buf)
-    atomic_write_bytes(out / "results.parquet", buf.getvalue())
-    return written + [out / "results.parquet"]
+    storage.write_bytes("results.parquet", buf.getvalue())
+    return written + [_shown(storage, "results.parquet")]
+
+
+def _shown(storage: Any, name: str) -> Path | str:
+    """A written table's path as the user named the folder (a URI stays a string)."""
+    out = storage.out
+    return out / name if isinstance(out, Path) else storage.where(name)
 
 
 def _column(pa, values: list[Any]):
