@@ -43,6 +43,7 @@ _PUBLIC = {
     "reduce": ".analysis",
     "Tracker": ".models",
     "lightning_callback": ".models",
+    "plot": ".models",
     "Config": ".training",
     "ConfigError": ".training",
     "DataConfig": ".training",

@@ -11,10 +11,12 @@ _EXPORTS = {
     "inspect_model": "._inspect",
     "is_state_dict": "._layers",
     "lightning_callback": "._tracker",
+    "plot": "._plot",
     "run_inspect": "._inspect",
+    "write_analysis": "._tensorboard",
 }
 
 # the public API of this package; the other names of _EXPORTS serve condlab's other subpackages
-__all__ = ["Tracker", "inspect", "lightning_callback"]
+__all__ = ["Tracker", "inspect", "lightning_callback", "plot"]
 
 __getattr__, __dir__ = exports(__name__, _EXPORTS)

@@ -20,7 +20,9 @@ from .._lazy import exports
 # name -> the private module that defines it; imported on first use (no import cost, no cycles)
 _EXPORTS = {
     "analysis_figures": "._analysis",
+    "COSINE_CMAP": "._style",
     "cosine_heatmap": "._heatmaps",
+    "heatmap_rows": "._heatmaps",
     "cosine_panels": "._heatmaps",
     "direction_field_plot": "._dynamics",
     "loss_plot": "._curves",
