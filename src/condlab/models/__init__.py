@@ -10,9 +10,9 @@ _EXPORTS = {
     "inspect": "._inspect",
     "inspect_model": "._inspect",
     "is_state_dict": "._layers",
-    "lightning_callback": "._tracker",
+    "lightning_callback": "._lightning",
     "plot": "._plot",
-    "run_inspect": "._inspect",
+    "run_inspect": "._inspect_cli",
     "write_analysis": "._tensorboard",
 }
 

@@ -30,8 +30,12 @@ def _record_path(out: str | Path | None, fit: int) -> Path | None:
     return base.with_name(f"{base.name}-fit{fit}")
 
 
-def make_callback(tracker_kwargs: dict[str, Any]):
-    """The callback object (built here so that `lightning` is imported only when asked for)."""
+def lightning_callback(**tracker_kwargs: Any):
+    """A PyTorch Lightning callback that runs a Tracker (needs the optional `lightning` package).
+
+    `tracker_kwargs` go to ``Tracker`` (every, layers, out, snapshots, heads, count_kwargs,
+    tensorboard); the callback class is built here so that `lightning` is imported only when
+    asked for."""
     try:
         import lightning.pytorch as pl
     except ImportError:

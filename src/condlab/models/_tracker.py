@@ -192,12 +192,3 @@ class Tracker:
     def __exit__(self, exc_type, exc, tb) -> None:
         self.close("complete" if exc_type is None else "interrupted")
 
-
-def lightning_callback(**tracker_kwargs: Any):
-    """A PyTorch Lightning callback that runs a Tracker (needs the optional `lightning` package).
-
-    See ``condlab.models._lightning``: metrics go to the Trainer's loggers, steps are optimizer steps.
-    """
-    from ._lightning import make_callback
-
-    return make_callback(tracker_kwargs)
