@@ -185,8 +185,12 @@ def test_a_layer_filter_selects_before_building_and_odd_weights_never_raise(tmp_
     assert "fits neither axis" in {s.name: s.reason for s in found.skipped}["odd"]
     assert extract_layers(state, layers="good").names() == ["good"]
     safetensors_torch.save_file(state, str(tmp_path / "odd.safetensors"))
-    assert main(["inspect", str(tmp_path / "odd.safetensors")]) == 0
+    odd = str(tmp_path / "odd.safetensors")
+    assert main(["inspect", odd, "--out", str(tmp_path / "o"), "--no-figures"]) == 0
     assert "skipped odd" in capsys.readouterr().out
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    assert pd.read_parquet(tmp_path / "o" / "inspect.parquet")["layer"].tolist() == ["good", "tr"]
     (tmp_path / "empty").mkdir()
     assert main(["inspect", str(tmp_path / "empty")]) == 2
     err = capsys.readouterr().err.strip()
