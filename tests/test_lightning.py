@@ -85,3 +85,16 @@ def test_metrics_reach_the_logger_at_optimizer_steps_and_a_second_fit_opens_a_ne
     second = condlab.load_run(tmp_path / "pl-fit2")
     assert second.status == "complete" and list(second.epochs)[0] == 0 and len(second.loss) == 4
     assert condlab.load_run(tmp_path / "pl").status == "complete"  # the first is untouched
+
+
+def test_only_global_rank_zero_tracks(tmp_path: Path) -> None:
+    # Under DDP every rank runs the callback; ranks other than 0 must neither count nor write.
+    from types import SimpleNamespace
+
+    callback = condlab.lightning_callback(every=1, out=tmp_path / "pl")
+    rank1 = SimpleNamespace(is_global_zero=False, global_step=0, current_epoch=0, loggers=[])
+    callback.on_fit_start(rank1, _Tiny())
+    rank1.global_step = 1
+    callback.on_train_batch_end(rank1, _Tiny(), {"loss": torch.tensor(1.0)}, None, 0)
+    callback.on_fit_end(rank1, _Tiny())
+    assert callback.tracker is None and callback.records == [] and not (tmp_path / "pl").exists()
