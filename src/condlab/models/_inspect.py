@@ -145,16 +145,11 @@ def inspect_model(model: Source, *, layers: str | list[str] | None = None, heads
     A path (file or ``save_pretrained`` folder) is read by ``_safe_load.load_source`` (safe
     loading only); its config.json, if any, gives the head counts.
     """
-    notes = []
     if isinstance(model, str | Path):
         from ..records import load_source
 
         model, config = load_source(model)
-        if config is not None:
-            notes.append("head counts from config.json")
-    found = extract_layers(model, layers=layers, heads=heads, config=config)
-    found.notes += notes
-    return measure_layers(found, count_kwargs)
+    return measure_layers(extract_layers(model, layers=layers, heads=heads, config=config), count_kwargs)
 
 
 def inspect(model: Source, layers: str | list[str] | None = None, *, heads: int | None = None,

@@ -50,8 +50,6 @@ def run_inspect(args: Any) -> int:
                                   ("min_share", args.min_share)) if v is not None}
     model, config = load_source(args.checkpoint, unsafe_pickle=args.unsafe_pickle)
     report = inspect_model(model, layers=args.layers, heads=args.heads, count_kwargs=counting, config=config)
-    if config is not None:
-        report.notes.append("head counts from config.json")
     if args.tensorboard:
         from ._tensorboard import write_inspect
 
