@@ -138,3 +138,29 @@ def test_a_runs_config_is_the_edited_batch_config(preset, overrides):
     assert got == Config.from_dict(raw) and got.to_dict() == raw
     assert got.model.activations is not cfg.model.activations
     assert got.data.target is not data.target or not isinstance(data.target, list)
+
+
+def test_from_dict_takes_any_mapping_such_as_an_omegaconf_dictconfig():
+    from collections.abc import Mapping
+
+    class Frozen(Mapping):  # not a dict, like OmegaConf's DictConfig; its lists are tuples
+        def __init__(self, data):
+            self.data = data
+
+        def __getitem__(self, key):
+            value = self.data[key]
+            if isinstance(value, dict):
+                return Frozen(value)
+            return tuple(value) if isinstance(value, list) else value
+
+        def __iter__(self):
+            return iter(self.data)
+
+        def __len__(self):
+            return len(self.data)
+
+    raw = Config().to_dict()
+    raw["train"]["lr"] = [0.5, 0.1]
+    assert Config.from_dict(Frozen(raw)) == Config.from_dict(raw)
+    with pytest.raises(ConfigError, match="unknown key"):
+        Config.from_dict(Frozen({"nope": 1}))

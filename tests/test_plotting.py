@@ -310,3 +310,46 @@ def test_rcparams_are_restored(W) -> None:
     before = dict(mpl.rcParams)
     _close(cosine_heatmap(W))
     assert dict(mpl.rcParams) == before
+
+
+def _two_lines(m: int = 40, k: int = 6, seed: int = 0) -> np.ndarray:
+    """m rows alternating between two lines (random signs and amplitudes): index order mixes them."""
+    g = np.random.default_rng(seed)
+    u = g.standard_normal((2, k))
+    return u[np.arange(m) % 2] * g.choice([-1, 1], (m, 1)) * g.uniform(0.5, 1, (m, 1))
+
+
+def test_condlab_plot_orders_rows_by_the_count_and_frames_each_line() -> None:
+    from matplotlib.patches import Rectangle
+
+    import condlab
+
+    W = _two_lines()
+    fig = condlab.plot(W)
+    assert isinstance(fig, Figure) and "2 lines" in fig.axes[0].get_title()
+    D = fig.axes[0].images[0].get_array()
+    # ordered: each line is one block of |D| = 1 (index order alternates the two lines)
+    assert np.allclose(np.abs(D[:20, :20]), 1.0) and np.allclose(np.abs(D[20:, 20:]), 1.0)
+    frames = [p for p in fig.axes[0].patches if isinstance(p, Rectangle)]
+    assert [(f.get_x(), f.get_width()) for f in frames] == [(-0.5, 20), (19.5, 20)]
+    with pytest.raises(ValueError, match="epoch= is for a run"):
+        condlab.plot(W, epoch=3)
+
+
+def test_condlab_plot_of_a_model_and_of_a_run(tmp_path: Path) -> None:
+    import torch
+    from torch import nn
+
+    import condlab
+
+    model = nn.Sequential(nn.Linear(5, 40), nn.Tanh(), nn.Linear(40, 3))
+    with torch.no_grad():
+        model[0].weight.copy_(torch.as_tensor(_two_lines()[:, :5]))
+        model[0].bias.copy_(torch.as_tensor(_two_lines()[:, 5]))
+    fig = condlab.plot(model)
+    assert "0: 2 lines" in fig.axes[0].get_title() and fig.axes[1].get_title().startswith("(b) 2:")
+    tracker = condlab.Tracker(model, every=1, out=tmp_path / "run", snapshots=True)
+    tracker.step(0, 1.0)
+    tracker.close()
+    fig = condlab.plot(tmp_path / "run", epoch=1, layers="0")
+    assert "2 lines" in fig.axes[0].get_title() and "step 1" in fig._suptitle.get_text()

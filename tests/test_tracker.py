@@ -12,7 +12,6 @@ from torch import nn
 
 import condlab
 from condlab._cli import main
-from condlab.models._tracker import lightning_callback
 
 
 def _user_loop(out: Path | None, steps: int = 23, every: int = 5, snapshots: bool = True):
@@ -79,7 +78,119 @@ def test_tracker_counts_what_inspect_counts() -> None:
     np.testing.assert_allclose(last["effective_neurons"], table["effective_neurons"])
 
 
-def test_lightning_callback_is_a_thin_wrapper(tmp_path: Path) -> None:
-    pytest.importorskip("lightning")
-    callback = lightning_callback(every=2, out=tmp_path / "pl")
-    assert hasattr(callback, "on_train_batch_end")
+def test_a_relative_out_works_and_the_record_is_complete(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _, path = _user_loop(Path("digits-run"), steps=12, every=5)
+    assert path == tmp_path / "digits-run" and not list(tmp_path.glob("*.partial"))
+    run = condlab.load_run("digits-run")
+    assert run.status == "complete" and run.meta["writing"] is False and list(run.epochs) == [0, 5, 10, 12]
+    assert len(run.loss) == 12
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    parquet = pd.read_parquet(path / "condensation.parquet")
+    assert len(parquet) == 12 and list(parquet["step"].unique()) == [0, 5, 10, 12]
+
+
+def test_a_second_tracker_on_the_same_out_never_overwrites(tmp_path: Path) -> None:
+    first = condlab.Tracker(nn.Linear(3, 4), every=1, out=tmp_path / "r")
+    with pytest.raises(ValueError, match="not empty"):
+        condlab.Tracker(nn.Linear(3, 4), out=tmp_path / "r")
+    first.step(0, 1.0)
+    assert first.close() == tmp_path / "r" and condlab.load_run(tmp_path / "r").status == "complete"
+
+
+def test_a_failing_close_keeps_what_was_recorded(tmp_path: Path, monkeypatch) -> None:
+    model = nn.Linear(3, 8)
+    tracker = condlab.Tracker(model, every=2, out=tmp_path / "r", snapshots=True)
+    for step in range(5):
+        tracker.step(0, float(step))
+    from condlab.models import _tracker_record
+
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_tracker_record, "durable", broken)
+    with pytest.raises(OSError, match="No space"):
+        tracker.close()
+    assert len(tracker.history) == 4  # steps 0, 2, 4, 5: in memory ...
+    run = condlab.load_run(tmp_path / "r")  # ... and on disk, readable
+    assert list(run.epochs) == [0, 2, 4, 5] and run.weights["(root)"].shape == (4, 8, 4)
+    monkeypatch.undo()
+    assert tracker.close() == tmp_path / "r"  # a second close finishes the record
+    assert condlab.load_run(tmp_path / "r").status == "complete"
+
+
+_KILLED_LOOP = """
+import os, signal, sys, torch
+from torch import nn
+import condlab
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(32, 4); y = x.sum(1, keepdim=True)
+tracker = condlab.Tracker(model, every=5, out=sys.argv[1], snapshots=True)
+for step in range(1000):
+    loss = ((model(x) - y) ** 2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    tracker.step(0, loss)
+    if step == 22:
+        os.kill(os.getpid(), signal.SIGKILL)  # as `kill -9` or the OOM killer would, mid-run
+"""
+
+
+def test_a_killed_training_leaves_a_record_that_analyze_reads(tmp_path: Path, capsys) -> None:
+    import subprocess
+    import sys
+
+    src = str(Path(condlab.__file__).parents[1])
+    env = {**__import__("os").environ, "PYTHONPATH": src}
+    done = subprocess.run([sys.executable, "-c", _KILLED_LOOP, "killed"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == -9, done.stderr
+    run = condlab.load_run(tmp_path / "killed")
+    assert run.status == "interrupted" and run.meta["writing"] is True
+    assert list(run.epochs) == [0, 5, 10, 15, 20] and len(run.loss) == 20
+    assert (tmp_path / "killed" / "condensation.csv").read_text().count("\n") == 1 + 5 * 2
+    assert main(["analyze", str(tmp_path / "killed"), "--json", "--no-figures"]) == 0
+    assert json.loads(capsys.readouterr().out)["epoch"] == 20
+
+
+def test_a_tracker_killed_between_a_layer_and_its_steps_reads_the_steps_listed(tmp_path: Path) -> None:
+    tracker = condlab.Tracker(nn.Linear(3, 8), every=1, out=tmp_path / "r", snapshots=True)
+    tracker.step(0, 1.0)
+    tracker.record.layers["(root)"].append(np.ones((1, 8, 4), dtype=np.float32))  # epochs.npy not yet
+    run = condlab.load_run(tmp_path / "r")
+    assert list(run.epochs) == [0, 1] and run.layer("(root)", 1).shape == (8, 4)
+
+
+def test_tensorboard_events_read_back(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    g = torch.Generator().manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1))
+    tracker = condlab.Tracker(model, every=2, out=tmp_path / "run", snapshots=True,
+                              tensorboard=tmp_path / "tb")
+    for step in range(4):
+        with torch.no_grad():
+            model[0].weight.add_(0.01 * torch.randn(16, 4, generator=g))
+        tracker.step(0, float(step))
+    tracker.close()
+    events = EventAccumulator(str(tmp_path / "tb"), size_guidance={"images": 0, "scalars": 0}).Reload()
+    tags = events.Tags()
+    assert {"lines/0", "condensed_share/2", "effective_neurons/0"} <= set(tags["scalars"])
+    assert [e.step for e in events.Scalars("lines/0")] == [0, 2, 4]
+    expected = tracker.history.query("layer == '0'")["effective_neurons"].tolist()
+    np.testing.assert_allclose([e.value for e in events.Scalars("effective_neurons/0")], expected, rtol=1e-6)
+    image = events.Images("cosine/0")[-1]
+    assert (image.width, image.height) == (16, 16) and image.step == 4
+
+    tb2 = str(tmp_path / "tb2")
+    assert main(["analyze", str(tmp_path / "run"), "--no-figures", "--tensorboard", tb2]) == 0
+    again = EventAccumulator(str(tmp_path / "tb2" / "run"), size_guidance={"images": 0}).Reload()
+    assert [e.step for e in again.Scalars("lines/2")] == [0, 2, 4] and again.Images("cosine/0")
+    capsys.readouterr()
+    torch.save(model.state_dict(), tmp_path / "m.pt")
+    assert main(["inspect", str(tmp_path / "m.pt"), "--tensorboard", str(tmp_path / "tb3")]) == 0
+    third = EventAccumulator(str(tmp_path / "tb3")).Reload()
+    assert {"lines/0", "lines/2"} <= set(third.Tags()["scalars"]) and "cosine/2" in third.Tags()["images"]

@@ -14,6 +14,7 @@ Public API (everything else lives in private modules and may change):
     condlab.phase.phase_diagram(spec, out=...) -> DiagramResult   the JMLR phase diagram via sweeps
     condlab.inspect(model_or_state_dict, layers="fc*") -> DataFrame   condensation per layer
     condlab.Tracker(model, every=50, out=DIR)          -> .step(epoch, loss) in your own loop
+    condlab.plot(W | model | run, epoch=None)          -> Figure   ordered cosine heat map(s), lines marked
     condlab.sweep(spec, out=DIR)     -> SweepResult   a grid of runs, batched, resumable, local or Ray
     Config (DataConfig, ModelConfig, TrainConfig), ConfigError, Run, RunResult, FCNet,
     TrainingWarning, effective_rank, lightning_callback
@@ -43,6 +44,7 @@ _PUBLIC = {
     "reduce": ".analysis",
     "Tracker": ".models",
     "lightning_callback": ".models",
+    "plot": ".models",
     "Config": ".training",
     "ConfigError": ".training",
     "DataConfig": ".training",
@@ -62,7 +64,7 @@ _PUBLIC = {
 __all__ = [  # _PUBLIC's names and the version (tests/test_imports.py checks they agree)
     "Activation", "Config", "ConfigError", "DataConfig", "FCNet", "ModelConfig", "Reduction", "Run",
     "RunResult", "TrainConfig", "Tracker", "TrainingWarning", "__version__", "effective_rank",
-    "get_activation", "inspect", "lightning_callback", "load_run", "preset", "reduce",
+    "get_activation", "inspect", "lightning_callback", "load_run", "plot", "preset", "reduce",
     "register_activation", "register_architecture", "register_optimizer", "resume", "SweepResult", "sweep",
     "train",
 ]
@@ -70,7 +72,7 @@ __all__ = [  # _PUBLIC's names and the version (tests/test_imports.py checks the
 if TYPE_CHECKING:  # static tools see the names; at run time __getattr__ imports them on use
     from .activations import Activation, get_activation, register_activation
     from .analysis import Reduction, effective_rank, reduce
-    from .models import Tracker, inspect, lightning_callback
+    from .models import Tracker, inspect, lightning_callback, plot
     from .records import Run, RunResult, load_run
     from .sweeps import SweepResult, sweep
     from .training import (

@@ -318,17 +318,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="set aside neurons below this fraction of the 90th-percentile amplitude "
                         "(default 0.1)")
     p.add_argument("--min-share", type=float, help="smallest share of a condensed line (default 0.05)")
+    p.add_argument("--tensorboard", metavar="DIR",
+                   help="also write the per-layer numbers (every recorded step of a Tracker run) and "
+                   "the ordered heat maps as TensorBoard events")
     p.set_defaults(func=cmd_analyze)
 
     p = sub.add_parser("inspect", help="condensation of every layer of a PyTorch checkpoint (any model)")
-    p.add_argument("checkpoint", help="a state_dict saved with torch.save, a .safetensors file, or "
-                   "(with --unsafe-pickle) a pickled nn.Module")
+    p.add_argument("checkpoint", help="a state_dict saved with torch.save, a .safetensors file, a "
+                   "Hugging Face save_pretrained folder (config.json + model.safetensors, sharded or "
+                   "not), or (with --unsafe-pickle) a pickled nn.Module")
     p.add_argument("--layer", dest="layers", type=_layer, action="append", metavar="LAYER",
                    help=LAYER_HELP + " (default: every layer)")
-    p.add_argument("--heads", type=int, help="attention heads, to split Q/K/V per head (a state_dict "
-                   "does not record it)")
+    p.add_argument("--heads", type=int, help="attention heads, to split Q/K/V/O per head (a state_dict "
+                   "does not record it; a save_pretrained folder's config.json does)")
+    p.add_argument("--tensorboard", metavar="DIR",
+                   help="also write the per-layer numbers and the ordered heat maps as TensorBoard events")
     p.add_argument("--json", action="store_true", help="print the table as JSON")
-    p.add_argument("--out", help="write inspect.csv, inspect.json and cosine heat maps here")
+    p.add_argument("--out", help="write inspect.csv, inspect.json, inspect.parquet (with pyarrow) and "
+                   "cosine heat maps here")
     p.add_argument("--no-figures", action="store_true", help="with --out: no heat maps")
     p.add_argument("--unsafe-pickle", action="store_true",
                    help="allow a pickled whole nn.Module: unpickling RUNS CODE from the file, so only "

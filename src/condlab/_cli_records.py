@@ -77,6 +77,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             analysis.write(out)
             formats = ("png", "svg") if args.svg else ("png",)
             figures = [] if args.no_figures else _figures(run, analysis, out, formats)
+        if args.tensorboard:  # one TensorBoard run per condlab run: DIR/RUN
+            from .models import write_analysis
+
+            write_analysis(run, analysis, Path(args.tensorboard) / run_dir.resolve().name)
         results.append(analysis.to_dict() | {"figures": [str(f) for f in figures],
                                              "out": None if out is None else str(out)})
         if not args.json:

@@ -11,11 +11,13 @@ _EXPORTS = {
     "inspect": "._inspect",
     "inspect_model": "._inspect",
     "is_state_dict": "._layers",
-    "lightning_callback": "._tracker",
-    "run_inspect": "._inspect",
+    "lightning_callback": "._lightning",
+    "plot": "._plot",
+    "run_inspect": "._inspect_cli",
+    "write_analysis": "._tensorboard",
 }
 
 # the public API of this package; the other names of _EXPORTS serve condlab's other subpackages
-__all__ = ["Tracker", "inspect", "lightning_callback"]
+__all__ = ["Tracker", "inspect", "lightning_callback", "plot"]
 
 __getattr__, __dir__ = exports(__name__, _EXPORTS)

@@ -5,7 +5,8 @@ Per layer (see ``condlab.models._layers`` for what a layer is) the input weights
 
     layer, kind, rows (m), cols (k), lines, directions, share_1..share_3 (largest condensed
     lines, as shares of all m rows), condensed_share (all condensed lines), effective_neurons,
-    effective_fraction, stable, set_aside (negligible rows), scattered
+    effective_fraction, stable, set_aside (negligible rows), scattered, note (how the adapter
+    read the layer, or why its heads were not split; empty when there is nothing to say)
 
 **Effective number of neurons.** Active rows (not set aside) fall into groups: each condensed
 line is one group, each scattered row a group of its own. With p_g = |g| / m_active,
@@ -23,6 +24,7 @@ drawn without replacement by ``numpy.random.default_rng(HEATMAP_SEED)``, shown i
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,7 +43,25 @@ HEATMAP_SEED = 0
 TOP_SHARES = 3
 COLUMNS = ["layer", "kind", "rows", "cols", "lines", "directions"] + \
     [f"share_{i + 1}" for i in range(TOP_SHARES)] + \
-    ["condensed_share", "effective_neurons", "effective_fraction", "stable", "set_aside", "scattered"]
+    ["condensed_share", "effective_neurons", "effective_fraction", "stable", "set_aside", "scattered", "note"]
+
+
+SMALL_ROWS = 4096  # below this many rows the count's products are small: one BLAS thread is faster
+_BLAS: Any = None
+
+
+def one_blas_thread():
+    """A context in which numpy's BLAS uses one thread (threadpoolctl, made once).
+
+    The count does many small matrix products; with several BLAS threads each one costs a
+    thread hand-off, and the threads keep spinning afterwards, taking cores from whatever runs
+    next (a training step, another count): 15-30x slower counts were measured on small layers."""
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS = ThreadpoolController()
+    return _BLAS.limit(limits=1, user_api="blas")
 
 
 def _pandas():
@@ -63,7 +83,8 @@ def effective_neurons(o: Orientations) -> float:
     return float(math.exp(-np.sum(p * np.log(p))))
 
 
-def layer_row(name: str, kind: str, o: Orientations, shape: tuple[int, int]) -> dict[str, Any]:
+def layer_row(name: str, kind: str, o: Orientations, shape: tuple[int, int],
+              note: str = "") -> dict[str, Any]:
     """One table row for a counted layer (see the module docstring for the columns)."""
     shares = [c.share for c in o.lines[:TOP_SHARES]]
     shares += [0.0] * (TOP_SHARES - len(shares))
@@ -77,6 +98,7 @@ def layer_row(name: str, kind: str, o: Orientations, shape: tuple[int, int]) -> 
         "effective_neurons": round(n_eff, 4),
         "effective_fraction": round(n_eff / m_active, 6) if m_active else 0.0,
         "stable": bool(o.stable), "set_aside": len(o.negligible), "scattered": len(o.scattered),
+        "note": note,
     }
 
 
@@ -104,26 +126,40 @@ def measure_layers(found: LayerSet, count_kwargs: dict[str, Any] | None = None) 
     kwargs = dict(count_kwargs or {})
     rows, orient = [], {}
     for lay in found.layers:
-        o = count_orientations(lay.weight, **kwargs)
+        with one_blas_thread() if lay.shape[0] < SMALL_ROWS else contextlib.nullcontext():
+            o = count_orientations(lay.weight, **kwargs)
         orient[lay.name] = o
-        rows.append(layer_row(lay.name, lay.kind, o, lay.shape))
+        rows.append(layer_row(lay.name, lay.kind, o, lay.shape, lay.note))
     table = pd.DataFrame(rows, columns=COLUMNS)
     table.attrs["skipped"] = [{"layer": s.name, "reason": s.reason} for s in found.skipped]
     return InspectReport(table, found.layers, orient, table.attrs["skipped"], list(found.notes), kwargs)
 
 
-def inspect_model(model: nn.Module | Mapping[str, Tensor], *, layers: str | list[str] | None = None,
-                  heads: int | None = None, count_kwargs: dict[str, Any] | None = None) -> InspectReport:
-    """The full report for a module or state_dict (``inspect`` returns its table)."""
-    return measure_layers(extract_layers(model, layers=layers, heads=heads), count_kwargs)
+Source = nn.Module | Mapping[str, Tensor] | str | Path
 
 
-def inspect(model: nn.Module | Mapping[str, Tensor], layers: str | list[str] | None = None, *,
-            heads: int | None = None, **count_kwargs: Any):
-    """Per-layer condensation of a module or state_dict as a pandas DataFrame (Zhou et al. 2022, eq. 5).
+def inspect_model(model: Source, *, layers: str | list[str] | None = None, heads: int | None = None,
+                  count_kwargs: dict[str, Any] | None = None, config: Any = None) -> InspectReport:
+    """The full report for a module, state_dict or checkpoint path (``inspect`` returns its table).
 
-    Rows are the adapter's layers (``condlab.models._layers``), columns as in ``condlab.models._inspect``;
-    skipped modules with the reason are in ``table.attrs["skipped"]``. `count_kwargs` go to
+    A path (file or ``save_pretrained`` folder) is read by ``_safe_load.load_source`` (safe
+    loading only); its config.json, if any, gives the head counts.
+    """
+    if isinstance(model, str | Path):
+        from ..records import load_source
+
+        model, config = load_source(model)
+    return measure_layers(extract_layers(model, layers=layers, heads=heads, config=config), count_kwargs)
+
+
+def inspect(model: Source, layers: str | list[str] | None = None, *, heads: int | None = None,
+            **count_kwargs: Any):
+    """Per-layer condensation of a model as a pandas DataFrame (Zhou et al. 2022, eq. 5).
+
+    `model`: an nn.Module, a state_dict, or the path of a checkpoint file or Hugging Face
+    ``save_pretrained`` folder. Rows are the adapter's layers (``condlab.models._layers``), per
+    attention head where the heads are known; columns as in ``condlab.models._inspect``; skipped
+    modules with the reason are in ``table.attrs["skipped"]``. `count_kwargs` go to
     ``count_orientations`` (cos_threshold, amplitude_ratio, min_share).
     """
     return inspect_model(model, layers=layers, heads=heads, count_kwargs=count_kwargs).table
@@ -174,57 +210,29 @@ def write_report(report: InspectReport, out: str | Path, *, figures: bool = True
             written += save_figure(cosine_heatmap(W, np.arange(len(shown)), title=title),
                                    out / f"cosine_{_safe_name(lay.name)}", formats=("png",))
     atomic_write_text(out / "inspect.csv", report.table.to_csv(index=False))
+    parquet = write_parquet(report.table, out / "inspect.parquet")
     atomic_write_json(out / "inspect.json", {
         "source": source, **report.to_dict(),
         "heatmap": {"max_rows": HEATMAP_ROWS, "seed": HEATMAP_SEED, "sampled_rows": shown_rows,
                     "sampling": "numpy.random.default_rng(seed).choice(m, max_rows, replace=False)"},
         "provenance": provenance()})
-    return [out / "inspect.csv", out / "inspect.json", *written]
+    return [out / "inspect.csv", out / "inspect.json", *parquet, *written]
 
 
-def format_table(report: InspectReport) -> str:
-    """The table as aligned text, then the skipped modules and notes."""
-    t = report.table
-    width = max([len("layer"), *(len(n) for n in t["layer"])])
-    lines = [f"{'layer':<{width}}  {'kind':<7} {'rows':>6} {'cols':>6} {'lines':>5} {'dirs':>4} "
-             f"{'shares of largest lines':<23} {'eff.neurons':>11} {'stable':>6} {'aside':>5}"]
-    for r in t.to_dict(orient="records"):
-        shares = " ".join(f"{r[f'share_{i + 1}']:.2f}" for i in range(TOP_SHARES))
-        lines.append(f"{r['layer']:<{width}}  {r['kind']:<7} {r['rows']:>6} {r['cols']:>6} {r['lines']:>5} "
-                     f"{r['directions']:>4} {shares:<23} {r['effective_neurons']:>11.1f} "
-                     f"{'yes' if r['stable'] else 'no':>6} {r['set_aside']:>5}")
-    for s in report.skipped:
-        lines.append(f"skipped {s['layer']}: {s['reason']}")
-    lines += [f"note: {n}" for n in report.notes]
-    lines.append("eff.neurons: exp(entropy) of the shares of condensed lines and scattered rows "
-                 "(1 = all on one line; rows = no condensation)")
-    return "\n".join(lines)
+def write_parquet(table: Any, path: Path) -> list[Path]:
+    """`table` as Parquet beside its CSV when pyarrow is installed (atomically); [] without it."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return []
+    import io
 
+    from ..records import atomic_write_bytes
 
-def run_inspect(args: Any) -> int:
-    """``condlab inspect``: load a checkpoint safely, print the table, optionally write files."""
-    import json
-
-    from .._guards import check_count_options
-    from ..records import load_checkpoint
-
-    check_count_options(args.cos_threshold, args.amplitude_ratio, args.min_share)
-    counting = {k: v for k, v in (("cos_threshold", args.cos_threshold),
-                                  ("amplitude_ratio", args.amplitude_ratio),
-                                  ("min_share", args.min_share)) if v is not None}
-    model = load_checkpoint(args.checkpoint, unsafe_pickle=args.unsafe_pickle)
-    report = inspect_model(model, layers=args.layers, heads=args.heads, count_kwargs=counting)
-    written = []
-    if args.out:
-        written = write_report(report, args.out, figures=not args.no_figures, source=str(args.checkpoint))
-    if args.json:
-        print(json.dumps(report.to_dict(), indent=2, default=str))
-    else:
-        print(format_table(report))
-        if written:
-            print(f"written: {len(written)} files in {args.out} (inspect.csv, inspect.json"
-                  + (", heat maps)" if len(written) > 2 else ")"))
-    return 0
+    buffer = io.BytesIO()
+    table.to_parquet(buffer, index=False)
+    atomic_write_bytes(path, buffer.getvalue())
+    return [path]
 
 
 def external_run_figures(run: Any, analysis: Any, out: str | Path) -> list[Path]:

@@ -5,43 +5,57 @@ the bias folded in as the last column (docs/conventions.md). This module turns a
 state_dict into such matrices, named by the module path a user knows:
 
 * ``nn.Linear``                    -> ``fc1``: (out, in [+1])
+* Hugging Face ``Conv1D`` (GPT-2)  -> as a Linear: its weight is stored (in, out), so it is read
+                                      transposed (the neurons are its columns)
 * ``nn.Conv1d/2d/3d``              -> ``conv1``: (out_channels, in/groups * prod(kernel) [+1]),
                                       each output channel's kernel flattened, then its bias
 * ``nn.MultiheadAttention``        -> ``attn.q``, ``attn.k``, ``attn.v`` (split from the packed
-                                      ``in_proj_weight`` or the separate ``q/k/v_proj_weight``),
-                                      per head ``attn.q.h0`` .. (rows h*d .. (h+1)*d - 1,
-                                      d = embed_dim / num_heads), and ``attn.o`` (``out_proj``)
-* feed-forward of ``nn.TransformerEncoderLayer`` / ``DecoderLayer``: ``layers.0.linear1``
-  (kind ``ffn_in``) and ``linear2`` (``ffn_out``); other Linears are kind ``linear``.
+                                      ``in_proj_weight`` or the separate ``q/k/v_proj_weight``)
+                                      and ``attn.o`` (``out_proj``)
+* Hugging Face attention (``condlab.models._hf``: BERT ``query/key/value``, GPT-2 ``c_attn``, LLaMA
+  ``q_proj/k_proj/v_proj/o_proj``, ViT) -> kinds attn_q/k/v/o under their own names; GPT-2's
+  packed ``c_attn`` gives ``c_attn.q``, ``c_attn.k``, ``c_attn.v``
+* per head (heads known): ``NAME.h0`` .. of Q/K/V = rows h*d .. (h+1)*d - 1 (K and V cut into
+  the key/value heads of grouped-query attention); of O = the columns h*d .. (h+1)*d - 1 (what
+  each output neuron reads from head h; the shared bias is left out)
+* transformer feed-forward layers (``_hf.ffn_kind``): kind ``ffn_in`` / ``ffn_out``; other
+  Linears are kind ``linear``.
 
 Anything else that holds parameters (embeddings, normalization, transposed convolutions,
-unknown modules) is listed in ``LayerSet.skipped`` with the reason; nothing is dropped silently.
+unknown modules) is listed in ``LayerSet.skipped`` with the reason; nothing is dropped silently,
+and a weight the adapter cannot read becomes a skipped entry with the reason, never an error.
 
 From a state_dict (no module types) the adapter infers from parameter names and shapes:
 ``in_proj_weight`` / ``q_proj_weight`` -> attention (and its ``out_proj`` -> ``o``); a 2-D
-``weight`` -> linear, 3/4/5-D -> conv1d/2d/3d; ``linear1`` / ``linear2`` beside a
-``self_attn`` -> ffn_in / ffn_out. It CANNOT infer: the number of heads (pass ``heads=``; without
-it only whole Q/K/V matrices are given), whether a bias-free 2-D weight is an ``nn.Linear`` or an
-``nn.Embedding`` (names with a part starting "emb", "wte" or "wpe", e.g. ``tok_emb``, are skipped as
-embeddings; others are treated as linear), nor a transposed convolution (its weight looks like a conv).
+``weight`` -> linear (read (in, out) under GPT-2's Conv1D names, or when only its columns match
+the bias), 3/4/5-D -> conv1d/2d/3d. It CANNOT infer: the number of heads (a ``save_pretrained``
+folder's config.json has it, or pass ``heads=``; without it Q/K/V/O are whole matrices, and the
+row's note says so), whether a bias-free 2-D weight is an ``nn.Linear`` or an ``nn.Embedding``
+(names with a part starting "emb", "wte" or "wpe" are skipped as embeddings; others are treated
+as linear), nor a transposed convolution (its weight looks like a conv).
+
+Layer globs (``layers=``) select among the names before any matrix is built.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor, nn
+
+from ._hf import Block, Heads, attention_blocks, config_heads, ffn_kind, is_conv1d_name, module_heads
 
 KINDS = ("linear", "conv1d", "conv2d", "conv3d", "attn_q", "attn_k", "attn_v", "attn_o",
          "ffn_in", "ffn_out")
 _CONV = {nn.Conv1d: "conv1d", nn.Conv2d: "conv2d", nn.Conv3d: "conv3d"}
 _CONV_BY_NDIM = {3: "conv1d", 4: "conv2d", 5: "conv3d"}
 _EMBED_NAME = re.compile(r"(^|[._])(emb|wte|wpe)")  # embed*, emb, tok_emb, word_embeddings, wte
-_BLOCKS = (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)
+_CONV1D_NOTE = "Conv1D weight stored (in, out): read transposed"
 
 
 @dataclass(frozen=True)
@@ -53,6 +67,7 @@ class LayerMatrix:
     weight: Tensor
     has_bias: bool
     head: int | None = None  # attention head of a per-head slice, else None
+    note: str = ""           # how it was read, or why it was not split per head
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -79,6 +94,29 @@ class LayerSet:
         return [lay.name for lay in self.layers]
 
 
+@dataclass(frozen=True)
+class Part:
+    """A weight as read, rows = neurons: `w` (out, ...) and `b` (out,) are views, not copies."""
+
+    name: str
+    kind: str
+    w: Tensor
+    b: Tensor | None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """A layer named and kinded but not built: `make` builds its (m, k) matrix when chosen."""
+
+    name: str
+    kind: str
+    make: Callable[[], Tensor]
+    has_bias: bool
+    head: int | None = None
+    note: str = ""
+
+
 def _rows(weight: Tensor, bias: Tensor | None) -> Tensor:
     """(out, ...) weight + (out,) bias -> (out, prod(...) [+1]) detached rows."""
     w = weight.detach().reshape(weight.shape[0], -1)
@@ -87,59 +125,132 @@ def _rows(weight: Tensor, bias: Tensor | None) -> Tensor:
     return torch.cat([w, bias.detach().reshape(-1, 1).to(w.dtype)], 1)
 
 
-def _attention(name: str, p: Mapping[str, Tensor | None], out_w: Tensor | None, out_b: Tensor | None,
-               heads: int | None) -> list[LayerMatrix]:
-    """Q, K, V (whole and per head) and the output projection of one attention module."""
+def _whole(p: Part, kind: str, note: str = "") -> _Spec:
+    return _Spec(p.name, kind, lambda: _rows(p.w, p.b), p.b is not None, None,
+                 "; ".join(n for n in (p.note, note) if n))
+
+
+def _attention(q: Part, k: Part, v: Part, o: Part | None, heads: Heads) -> list[_Spec]:
+    """Q, K, V and O of one attention block, whole and (heads known) per head."""
+    split = heads.split(q.w.shape[0], k.w.shape[0])
+    note = split if isinstance(split, str) else ""
+    specs = []
+    for c, p in (("q", q), ("k", k), ("v", v)):
+        specs.append(_whole(p, f"attn_{c}", note))
+        if isinstance(split, tuple) and split[0] > 1:
+            n, d = (split[0] if c == "q" else split[1]), split[2]
+            specs += [_Spec(f"{p.name}.h{h}", f"attn_{c}",
+                            lambda p=p, h=h, d=d: _rows(p.w[h * d:(h + 1) * d],
+                                                        None if p.b is None else p.b[h * d:(h + 1) * d]),
+                            p.b is not None, h, p.note) for h in range(n)]
+    if o is not None:
+        specs.append(_whole(o, "attn_o", note))
+        if isinstance(split, tuple) and split[0] > 1 and o.w.shape[1] == split[0] * split[2]:
+            d = split[2]
+            specs += [_Spec(f"{o.name}.h{h}", "attn_o", lambda h=h: _rows(o.w[:, h * d:(h + 1) * d], None),
+                            False, h, "columns of this head; the shared bias left out")
+                      for h in range(split[0])]
+    return specs
+
+
+def _mha_parts(name: str, p: Mapping[str, Any], out_w: Tensor | None,
+               out_b: Tensor | None) -> tuple[Part, Part, Part, Part | None]:
+    """Q, K, V, O parts of nn.MultiheadAttention's parameters (packed or separate)."""
     if p.get("in_proj_weight") is not None:
         w = p["in_proj_weight"]
         e = w.shape[0] // 3
         ws = [w[i * e:(i + 1) * e] for i in range(3)]
     else:
-        ws = [p[f"{c}_proj_weight"] for c in "qkv"]  # type: ignore[misc]
+        ws = [p[f"{c}_proj_weight"] for c in "qkv"]
     b = p.get("in_proj_bias")
-    bs = [None] * 3 if b is None else [b[i * ws[0].shape[0]:(i + 1) * ws[0].shape[0]] for i in range(3)]
-    found = []
-    for c, wc, bc in zip("qkv", ws, bs, strict=True):
-        whole = _rows(wc, bc)
-        found.append(LayerMatrix(f"{name}.{c}", f"attn_{c}", whole, bc is not None))
-        if heads and heads > 1 and whole.shape[0] % heads == 0:
-            d = whole.shape[0] // heads
-            found += [LayerMatrix(f"{name}.{c}.h{h}", f"attn_{c}", whole[h * d:(h + 1) * d],
-                                  bc is not None, h) for h in range(heads)]
-    if out_w is not None:
-        found.append(LayerMatrix(f"{name}.o", "attn_o", _rows(out_w, out_b), out_b is not None))
-    return found
+    e = ws[0].shape[0]
+    bs = [None] * 3 if b is None else [b[i * e:(i + 1) * e] for i in range(3)]
+    q, k, v = (Part(f"{name}.{c}", f"attn_{c}", wc, bc) for c, wc, bc in zip("qkv", ws, bs, strict=True))
+    return q, k, v, None if out_w is None else Part(f"{name}.o", "attn_o", out_w, out_b)
 
 
 def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
 
 
-def _from_module(model: nn.Module, heads: int | None) -> LayerSet:
+def _roles(parts: dict[str, Part], heads_of: Callable[[Block], Heads],
+           others: list[str]) -> dict[str, list[_Spec]]:
+    """Specs of parts by name: attention blocks (split per head), FFN kinds, else linear.
+
+    `others`: names of layers outside `parts` (nn.MultiheadAttention), for the FFN rules."""
+    out: dict[str, list[_Spec]] = {}
+    for blk in attention_blocks([n for n, p in parts.items() if p.w.ndim == 2]):
+        if blk.packed:  # GPT-2 c_attn: (3E, E) rows after transposing: Q, K, V are its thirds
+            p = parts[blk.q]
+            e = p.w.shape[0] // 3
+            if e * 3 != p.w.shape[0]:
+                continue
+            q, k, v = (Part(f"{p.name}.{c}", p.kind, p.w[i * e:(i + 1) * e],
+                            None if p.b is None else p.b[i * e:(i + 1) * e], p.note)
+                       for i, c in enumerate("qkv"))
+        else:
+            q, k, v = parts[blk.q], parts[blk.k], parts[blk.v]
+        specs = _attention(q, k, v, None if blk.o is None else parts[blk.o], heads_of(blk))
+        for name in {blk.q, blk.k, blk.v, blk.o} - {None}:
+            out[name] = []  # placed at its Q (the first of the block in layer order)
+        out[blk.q] = specs
+    names = [*parts, *others]
+    for name, p in parts.items():
+        if name not in out:
+            kind = p.kind if p.w.ndim != 2 else (ffn_kind(name, names) or "linear")
+            out[name] = [_whole(p, kind)]
+    return out
+
+
+def _from_module(model: nn.Module, heads: int | None) -> tuple[list[_Spec], LayerSet]:
     found = LayerSet()
-    inside_attention: set[str] = set()
-    ffn_kind: dict[str, str] = {}
+    parts: dict[str, Part] = {}
+    order: list[str | list[_Spec]] = []  # names of parts, or the specs of an nn.MultiheadAttention
+    inside: set[str] = set()
+    root = config_heads(getattr(model, "config", None), "the model's config")
+    given = Heads(heads, source="heads= as given") if heads else None
     for name, mod in model.named_modules():
-        if isinstance(mod, _BLOCKS):
-            ffn_kind[_join(name, "linear1")] = "ffn_in"
-            ffn_kind[_join(name, "linear2")] = "ffn_out"
-        if any(name == a or name.startswith(a + ".") for a in inside_attention):
+        if any(name == a or name.startswith(a + ".") for a in inside):
             continue  # out_proj was taken with its attention module
         own = dict(mod.named_parameters(recurse=False))
         label = name or "(root)"
         if isinstance(mod, nn.MultiheadAttention):
-            inside_attention.add(name)
-            found.layers += _attention(label, own, mod.out_proj.weight, mod.out_proj.bias,
-                                       heads or mod.num_heads)
+            inside.add(name)
+            order.append(_attention(*_mha_parts(label, own, mod.out_proj.weight, mod.out_proj.bias),
+                                    Heads(heads or mod.num_heads, source="num_heads")))
         elif isinstance(mod, nn.Linear):
-            found.layers.append(LayerMatrix(label, ffn_kind.get(name, "linear"),
-                                            _rows(mod.weight, mod.bias), mod.bias is not None))
+            parts[label] = Part(label, "linear", mod.weight, mod.bias)
+        elif _is_conv1d(mod):
+            parts[label] = Part(label, "linear", mod.weight.t(), mod.bias, _CONV1D_NOTE)
         elif type(mod) in _CONV:
-            found.layers.append(LayerMatrix(label, _CONV[type(mod)], _rows(mod.weight, mod.bias),
-                                            mod.bias is not None))
+            parts[label] = Part(label, _CONV[type(mod)], mod.weight, mod.bias)
         elif own:
             found.skipped.append(Skipped(label, _skip_reason(mod)))
-    return found
+            continue
+        else:
+            continue
+        if label in parts:
+            order.append(label)
+
+    def heads_of(blk: Block) -> Heads:
+        if given:
+            return given
+        parent = blk.q.rpartition(".")[0]
+        try:
+            return module_heads(model.get_submodule(parent), root)
+        except AttributeError:
+            return root
+
+    by_name = _roles(parts, heads_of, sorted(inside))
+    specs = [s for item in order for s in (item if isinstance(item, list) else by_name[item])]
+    return specs, found
+
+
+def _is_conv1d(mod: nn.Module) -> bool:
+    """Hugging Face's Conv1D (GPT-2): a Linear whose weight is stored (in, out) = (nx, nf)."""
+    w = getattr(mod, "weight", None)
+    return (type(mod).__name__ == "Conv1D" and isinstance(w, Tensor) and w.ndim == 2
+            and getattr(mod, "nf", None) == w.shape[1])
 
 
 def _skip_reason(mod: nn.Module) -> str:
@@ -148,6 +259,8 @@ def _skip_reason(mod: nn.Module) -> str:
         return f"{kind}: rows are token vectors, not neurons' input weights"
     if isinstance(mod, nn.modules.batchnorm._NormBase | nn.LayerNorm | nn.GroupNorm | nn.RMSNorm):
         return f"{kind}: per-feature scale and shift, no input weights"
+    if "norm" in kind.lower() and all(p.ndim <= 1 for p in mod.parameters(recurse=False)):
+        return f"{kind}: per-feature scale (a normalization), no input weights"
     if isinstance(mod, nn.modules.conv._ConvTransposeNd):
         return f"{kind}: weights are (in, out, ...), not one row per output neuron"
     return f"{kind}: not a layer type the adapter knows (parameters: {', '.join(mod._parameters)})"
@@ -162,43 +275,60 @@ def _group(state: Mapping[str, Tensor]) -> dict[str, dict[str, Tensor]]:
     return groups
 
 
-def _from_state_dict(state: Mapping[str, Tensor], heads: int | None) -> LayerSet:
+def _state_part(prefix: str, g: Mapping[str, Tensor]) -> Part | str:
+    """The Part of one state_dict prefix with a weight, or why it is skipped."""
+    w, b = g["weight"], g.get("bias")
+    label = prefix or "(root)"
+    if w.ndim == 2:
+        if b is None and _EMBED_NAME.search(prefix.lower()):
+            return "2-D weight without bias named like an embedding"
+        if is_conv1d_name(prefix):
+            return Part(label, "linear", w.t(), b, _CONV1D_NOTE)
+        if b is not None and b.numel() != w.shape[0]:
+            if b.numel() == w.shape[1]:
+                return Part(label, "linear", w.t(), b, "bias matches the columns: weight read as (in, out)")
+            return f"bias of {b.numel()} fits neither axis of the weight {tuple(w.shape)}"
+        return Part(label, "linear", w, b)
+    if b is not None and b.numel() != w.shape[0]:
+        return "bias length differs from the weight's first axis: a transposed convolution?"
+    return Part(label, _CONV_BY_NDIM[w.ndim], w, b)
+
+
+def _from_state_dict(state: Mapping[str, Tensor], heads: int | None,
+                     config: Any = None) -> tuple[list[_Spec], LayerSet]:
     found = LayerSet()
+    from_config = config_heads(config, "config.json")
+    known = Heads(heads, source="heads= as given") if heads else from_config
     found.notes.append("from a state_dict: layer kinds inferred from parameter names and shapes "
-                       "(see condlab.models._layers); heads " + (f"= {heads} as given" if heads else
-                                                           "unknown, so Q/K/V are whole matrices"))
+                       "(see condlab.models._layers); heads " + (
+                           f"= {known.q} ({known.source})" if known.q else
+                           "unknown, so Q/K/V/O are whole matrices (give heads= / --heads)"))
     groups = _group(state)
     attention = {p for p, g in groups.items() if "in_proj_weight" in g or "q_proj_weight" in g}
+    parts: dict[str, Part] = {}
+    order: list[str | list[_Spec]] = []
     for prefix, g in groups.items():
         label = prefix or "(root)"
         parent, _, leaf = prefix.rpartition(".")
         if prefix in attention:
             out = groups.get(_join(prefix, "out_proj"), {})
-            found.layers += _attention(label, g, out.get("weight"), out.get("bias"), heads)
+            order.append(_attention(*_mha_parts(label, g, out.get("weight"), out.get("bias")), known))
         elif parent in attention and leaf == "out_proj":
             continue
         elif "running_mean" in g or ("weight" in g and g["weight"].ndim == 1):
             found.skipped.append(Skipped(label, "1-D weight: normalization or scale, no input weights"))
-        elif "weight" in g and g["weight"].ndim == 2:
-            w, b = g["weight"], g.get("bias")
-            if b is None and _EMBED_NAME.search(prefix.lower()):
-                found.skipped.append(Skipped(label, "2-D weight without bias named like an embedding"))
-                continue
-            kind = "linear"
-            if leaf in ("linear1", "linear2") and _join(parent, "self_attn") in attention:
-                kind = "ffn_in" if leaf == "linear1" else "ffn_out"
-            found.layers.append(LayerMatrix(label, kind, _rows(w, b), b is not None))
-        elif "weight" in g and g["weight"].ndim in _CONV_BY_NDIM:
-            b = g.get("bias")
-            if b is not None and b.numel() != g["weight"].shape[0]:
-                found.skipped.append(Skipped(label, "bias length differs from the weight's first axis: "
-                                                    "a transposed convolution?"))
-                continue
-            found.layers.append(LayerMatrix(label, _CONV_BY_NDIM[g["weight"].ndim],
-                                            _rows(g["weight"], b), b is not None))
+        elif "weight" in g and g["weight"].ndim in (2, *_CONV_BY_NDIM):
+            got = _state_part(prefix, g)
+            if isinstance(got, str):
+                found.skipped.append(Skipped(label, got))
+            else:
+                parts[label] = got
+                order.append(label)
         elif any(isinstance(v, Tensor) and v.is_floating_point() for v in g.values()):
             found.skipped.append(Skipped(label, f"parameters {', '.join(g)}: no rule for these names"))
-    return found
+    by_name = _roles(parts, lambda blk: known, sorted(attention))
+    specs = [s for item in order for s in (item if isinstance(item, list) else by_name[item])]
+    return specs, found
 
 
 def is_state_dict(obj: object) -> bool:
@@ -207,29 +337,42 @@ def is_state_dict(obj: object) -> bool:
         isinstance(k, str) and isinstance(v, Tensor) for k, v in obj.items())
 
 
+def _select(specs: list[_Spec], layers: str | list[str] | None) -> list[_Spec]:
+    if layers is None:
+        return specs
+    patterns = [layers] if isinstance(layers, str) else list(layers)
+    chosen = [s for s in specs if any(fnmatch.fnmatchcase(s.name, p) for p in patterns)]
+    if not chosen:
+        names = [s.name for s in specs]
+        shown = ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")
+        raise ValueError(f"layers={patterns} matches no layer: give glob patterns over the layer "
+                         f"names ({shown or 'this model has none'})")
+    return chosen
+
+
 def extract_layers(model: nn.Module | Mapping[str, Tensor], *, layers: str | list[str] | None = None,
-                   heads: int | None = None) -> LayerSet:
+                   heads: int | None = None, config: Any = None) -> LayerSet:
     """Input-weight matrices (m, k) of every layer of a module or state_dict, bias folded in.
 
     `layers`: shell-style glob(s) on the layer name (``"layers.*.self_attn.q*"``); a layer or
-    skipped module is kept when any pattern matches. `heads`: split attention Q/K/V per head
-    (a module knows its own ``num_heads``; a state_dict needs it given).
+    skipped module is kept when any pattern matches, and only chosen layers are built.
+    `heads`: split attention per head (a module knows its own; a state_dict needs it given
+    or its `config`, a Hugging Face config.json as a dict).
     """
     if isinstance(model, nn.Module):
-        found = _from_module(model, heads)
+        specs, found = _from_module(model, heads)
     elif is_state_dict(model):
-        found = _from_state_dict(model, heads)
+        specs, found = _from_state_dict(model, heads, config)
     else:
         raise ValueError(f"expected an nn.Module or a state_dict (a mapping of names to tensors), "
                          f"got {type(model).__name__}")
+    chosen = _select(specs, layers)
     if layers is not None:
         patterns = [layers] if isinstance(layers, str) else list(layers)
-        keep = lambda n: any(fnmatch.fnmatchcase(n, p) for p in patterns)  # noqa: E731
-        names = found.names()
-        found.layers = [lay for lay in found.layers if keep(lay.name)]
-        found.skipped = [s for s in found.skipped if keep(s.name)]
-        if not found.layers:
-            shown = ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")
-            raise ValueError(f"layers={patterns} matches no layer: give glob patterns over the layer "
-                             f"names ({shown or 'this model has none'})")
+        found.skipped = [s for s in found.skipped if any(fnmatch.fnmatchcase(s.name, p) for p in patterns)]
+    for s in chosen:
+        try:
+            found.layers.append(LayerMatrix(s.name, s.kind, s.make(), s.has_bias, s.head, s.note))
+        except (RuntimeError, ValueError, IndexError) as err:  # an unforeseen layout: say so, go on
+            found.skipped.append(Skipped(s.name, f"could not be read as rows of neurons ({err})"))
     return found

@@ -4,44 +4,51 @@
     for epoch in range(E):
         for x, y in loader:
             loss = loss_fn(model(x), y); opt.zero_grad(); loss.backward(); opt.step()
-            tracker.step(epoch, loss.item())
+            tracker.step(epoch, loss)
     tracker.close()                      # or `with condlab.Tracker(...) as tracker:`
 
 Steps. The tracker counts calls of ``step``: step t means "after t optimizer updates"; the
-weights at t = 0 are measured when the tracker is made. Every `every` calls it measures every
-layer the adapter finds (``condlab.models._layers``; filter with `layers` globs) with
-``count_orientations`` and, with ``snapshots=True``, keeps a float32 copy of each whole matrix.
-The loss given to call t is what a usual loop computes before its update, i.e. on the weights
-of step t - 1: it is stored as loss.npy entry t - 1.
+weights at t = 0 (or at `start_step`, for a run that continues) are measured when the tracker
+is made. Every `every` calls it measures every layer the adapter finds (``condlab.models._layers``;
+filter with `layers` globs) with ``count_orientations`` and, with ``snapshots=True``, keeps a
+float32 copy of each whole matrix. The loss given to call t is what a usual loop computes before
+its update, i.e. on the weights of step t - 1: it is stored as loss.npy entry t - 1 - start_step.
+A loss tensor is kept as it is (no ``.item()``, which would wait for the GPU at every step) and
+read at the next measurement.
 
-Run record (``condlab.records._records``): config.json (condlab's default config, named after the
-model class: the model was not built by condlab), meta.json (``"architecture": "external"``,
-the model class, layers, skipped modules, the user's epoch at each measured step), loss.npy,
-snapshots (steps and the layers' (rows, cols) matrices, bias last) and condensation.csv (one
-row per measured step and layer: the columns of ``condlab.inspect`` plus step and epoch).
-``condlab analyze`` reads such a run: it counts the snapshot layers; theory predictions need
+Run record (``condlab.models._tracker_record``): written while training runs, so that a crash or a
+kill leaves a record marked interrupted that ``condlab analyze`` reads; ``close`` marks it
+complete. Its folder must be new (or empty); a relative `out` is taken relative to the working
+folder at the start. ``condlab analyze`` counts the snapshot layers; theory predictions need
 condlab's FC architecture and are not made.
+
+Outputs besides the record: ``history`` (a DataFrame: step, epoch, then ``condlab.inspect``'s
+columns), ``tensorboard=`` (a folder or a SummaryWriter: ``condlab.models._tensorboard``'s scalars and
+heat maps), and ``on_measure`` (called with (step, rows) after each measurement; the Lightning
+callback logs through it).
 
 Cost. By default the tracker counts at one threshold (``sweep=()``): the stability sweep
 repeats the clustering five times, and ``stable`` is then reported as missing. Pass
-``count_kwargs={"sweep": (-0.02, -0.01, 0.0, 0.01, 0.02)}`` for the sweep.
-benchmarks/bench_tracker.py measures the overhead on condlab's ResNet18-like network.
+``count_kwargs={"sweep": (-0.02, -0.01, 0.0, 0.01, 0.02)}`` for the sweep. The count runs with
+one BLAS thread: numpy's BLAS threads otherwise keep spinning after the count's many small
+products and take the cores from the training (on a small MLP that made a measurement 15-30x
+slower and the whole loop 2x slower). benchmarks/bench_tracker.py measures the overhead.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from torch import nn
 
 from ..analysis import count_orientations
-from ..records import Run, RunSpec, atomic_write_text, write_run
-from ..training import Config
-from ._inspect import _pandas, layer_row
+from ._inspect import _pandas, layer_row, one_blas_thread
 from ._layers import extract_layers
+from ._tracker_record import TrackerRecord, claim
 
 TRACKER_SWEEP: tuple[float, ...] = ()
 
@@ -51,56 +58,107 @@ class Tracker:
 
     def __init__(self, model: nn.Module, every: int = 50, layers: str | list[str] | None = None,
                  out: str | Path | None = None, snapshots: bool = False, heads: int | None = None,
-                 count_kwargs: dict[str, Any] | None = None) -> None:
+                 count_kwargs: dict[str, Any] | None = None, tensorboard: Any = None,
+                 on_measure: Callable[[int, list[dict[str, Any]]], None] | None = None,
+                 start_step: int = 0) -> None:
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise ValueError(f"every={every!r} is not accepted: give a positive number of steps")
         if not isinstance(model, nn.Module):
             raise ValueError(f"Tracker needs an nn.Module, got {type(model).__name__}")
-        self.out = None if out is None else Path(out)
-        if self.out is not None and self.out.exists() and any(self.out.iterdir()):
-            raise ValueError(f"'{self.out}' exists and is not empty: choose a new directory for the run")
         self.model, self.every, self.layers, self.heads = model, every, layers, heads
-        self.snapshots = snapshots
+        self.snapshots, self.on_measure = snapshots, on_measure
         self.count_kwargs = {"sweep": TRACKER_SWEEP, **(count_kwargs or {})}
-        self.t = 0
+        self.start = self.t = int(start_step)
         self.losses: list[float] = []
+        self._pending: list[Any] = []  # losses (floats or tensors) since the last measurement
         self.rows: list[dict[str, Any]] = []
-        self.snap_steps: list[int] = []
-        self.snaps: dict[str, list[np.ndarray]] = {}
+        self.last_rows: list[dict[str, Any]] = []
         self.step_epochs: dict[int, Any] = {}
         self.skipped: list[dict[str, str]] = []
         self.closed = False
         self.last_epoch: Any = None
+        self._measured: int | None = None
+        self.writer, self._owns_writer = (None, False)
+        if tensorboard is not None:
+            from ._tensorboard import open_writer
+
+            self.writer, self._owns_writer = open_writer(tensorboard)
+        self.out = None if out is None else claim(out)
+        self.record = None if self.out is None else TrackerRecord(
+            self.out, type(model).__qualname__, self._meta())
         self._measure(None)
 
-    def _measure(self, epoch: Any) -> None:
+    def _meta(self) -> dict[str, Any]:
+        from ..records import provenance
+
+        return {"architecture": "external", "model_class": type(self.model).__qualname__,
+                "recorder": "condlab.Tracker", "every": self.every, "first_step": self.start,
+                "count_kwargs": {k: list(v) if isinstance(v, tuple) else v
+                                 for k, v in self.count_kwargs.items()},
+                "loss_convention": "loss.npy entry i: the loss passed to step call first_step + i + 1 "
+                                   "(computed on the weights of step first_step + i)",
+                "provenance": provenance()}
+
+    def _count(self, epoch: Any) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
         found = extract_layers(self.model, layers=self.layers, heads=self.heads)
         self.skipped = [{"layer": s.name, "reason": s.reason} for s in found.skipped]
         sweep = bool(self.count_kwargs.get("sweep"))
-        self.step_epochs[self.t] = epoch
-        for lay in found.layers:
-            o = count_orientations(lay.weight, **self.count_kwargs)
-            row = {"step": self.t, "epoch": epoch, **layer_row(lay.name, lay.kind, o, lay.shape)}
-            if not sweep:
-                row["stable"] = None  # one threshold: stability was not measured
-            self.rows.append(row)
-            if self.snapshots and lay.head is None:  # heads are slices of the whole matrix
-                self.snaps.setdefault(lay.name, []).append(lay.weight.detach().float().cpu().numpy())
-        if self.snapshots:
-            self.snap_steps.append(self.t)
+        rows, snaps = [], {}
+        with one_blas_thread():
+            for lay in found.layers:
+                o = count_orientations(lay.weight, **self.count_kwargs)
+                row = {"step": self.t, "epoch": epoch,
+                       **layer_row(lay.name, lay.kind, o, lay.shape, lay.note)}
+                if not sweep:
+                    row["stable"] = None  # one threshold: stability was not measured
+                rows.append(row)
+                if lay.head is None and (self.snapshots or self.writer is not None):
+                    snaps[lay.name] = (lay.weight.detach().float().cpu().numpy(), o)
+        if self.writer is not None:
+            from ._tensorboard import write_heatmap, write_scalars
 
-    def step(self, epoch: Any, loss: float) -> bool:
+            write_scalars(self.writer, rows, self.t)
+            for name, (W, o) in snaps.items():
+                write_heatmap(self.writer, name, W, o, self.t)
+            self.writer.flush()  # a killed run keeps its events too
+        return rows, {name: W for name, (W, _) in snaps.items()} if self.snapshots else {}
+
+    def _measure(self, epoch: Any) -> None:
+        rows, snaps = self._count(epoch)
+        self.step_epochs[self.t] = epoch
+        losses = self._take_losses()
+        self.rows += rows
+        self.last_rows = rows
+        self._measured = self.t
+        if self.record is not None:
+            self.record.meta.update(steps=self.t, last_epoch=max(self.t - self.start - 1, 0),
+                                    layers=sorted({r["layer"] for r in self.rows}), skipped=self.skipped,
+                                    step_epochs={str(k): v for k, v in self.step_epochs.items()})
+            self.record.add(self.t, rows, snaps, losses)
+        if self.on_measure is not None:
+            self.on_measure(self.t, rows)
+
+    def _take_losses(self) -> list[float]:
+        """The pending losses as floats: one device transfer for all tensors among them."""
+        pending, self._pending = self._pending, []
+        tensors = [v for v in pending if isinstance(v, torch.Tensor)]
+        if tensors:
+            values = iter(torch.stack([v.detach().reshape(()).float() for v in tensors]).cpu().tolist())
+            pending = [next(values) if isinstance(v, torch.Tensor) else v for v in pending]
+        self.losses += pending
+        return pending
+
+    def step(self, epoch: Any, loss: Any) -> bool:
         """Count one optimizer update; measure when the count is a multiple of `every`.
 
         Returns True when this call measured. `loss` is a float or a 0-d tensor.
         """
         if self.closed:
             raise ValueError("this Tracker was closed: make a new one to keep tracking")
-        value = float(loss.item() if hasattr(loss, "item") else loss)
-        self.losses.append(value)
+        self._pending.append(loss if isinstance(loss, torch.Tensor) else float(loss))
         self.last_epoch = epoch
         self.t += 1
-        if self.t % self.every:
+        if (self.t - self.start) % self.every:
             return False
         self._measure(epoch)
         return True
@@ -111,35 +169,22 @@ class Tracker:
         return _pandas().DataFrame(self.rows)
 
     def close(self, status: str = "complete") -> Path | None:
-        """Write the run record (when `out` was given); measure the last step if it was not."""
+        """Measure the last step if it was not, and mark the run record `status` (put on disk).
+
+        If this fails, what was recorded stays on disk as an interrupted record and in
+        ``history``; ``close`` may be called again.
+        """
         if self.closed:
             return self.out
-        if self.t % self.every:
+        if self._measured != self.t:
             self._measure(self.last_epoch)
+        self._take_losses()
+        if self.record is not None:
+            self.record.finish(status, self.history)
+        if self.writer is not None:
+            self.writer.close() if self._owns_writer else self.writer.flush()
         self.closed = True
-        if self.out is None:
-            return None
-        return self._write(status)
-
-    def _write(self, status: str) -> Path:
-        losses = np.asarray(self.losses, dtype=np.float64)
-        meta = {"architecture": "external", "model_class": type(self.model).__qualname__,
-                "recorder": "condlab.Tracker", "every": self.every, "steps": self.t,
-                "layers": sorted({r["layer"] for r in self.rows}), "skipped": self.skipped,
-                "step_epochs": {str(k): v for k, v in self.step_epochs.items()},
-                "count_kwargs": {k: list(v) if isinstance(v, tuple) else v
-                                 for k, v in self.count_kwargs.items()},
-                "last_epoch": max(len(losses) - 1, 0),
-                "loss_convention": "loss.npy entry t: the loss passed to step call t + 1 (weights of step t)"}
-        weights = {name: np.stack(ws) for name, ws in self.snaps.items()}
-        run = Run(config=Config(name=f"tracker-{type(self.model).__name__}"),
-                  spec=RunSpec(seed=None, init_std=None, lr=None),  # type: ignore[arg-type]
-                  epochs=np.asarray(self.snap_steps, dtype=np.int64), weights=weights,
-                  loss=losses if len(losses) else np.array([math.nan]),
-                  x=np.zeros((0, 0)), y=np.zeros((0, 0)), status=status, meta=meta)
-        path = write_run(run, self.out)  # type: ignore[arg-type]
-        atomic_write_text(path / "condensation.csv", self.history.to_csv(index=False))
-        return path
+        return self.out
 
     def __enter__(self) -> Tracker:
         return self
@@ -147,29 +192,3 @@ class Tracker:
     def __exit__(self, exc_type, exc, tb) -> None:
         self.close("complete" if exc_type is None else "interrupted")
 
-
-def lightning_callback(**tracker_kwargs: Any):
-    """A PyTorch Lightning callback that runs a Tracker (needs the optional `lightning` package)."""
-    try:
-        import lightning.pytorch as pl
-    except ImportError:
-        raise ImportError("lightning_callback needs PyTorch Lightning: pip install lightning") from None
-
-    class CondensationCallback(pl.Callback):
-        """Tracker.step after every training batch; the run record is written at fit end."""
-
-        tracker: Tracker | None = None
-
-        def on_fit_start(self, trainer, pl_module) -> None:
-            self.tracker = Tracker(pl_module, **tracker_kwargs)
-
-        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-            loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-            if self.tracker is not None and loss is not None:
-                self.tracker.step(trainer.current_epoch, loss)
-
-        def on_fit_end(self, trainer, pl_module) -> None:
-            if self.tracker is not None:
-                self.tracker.close()
-
-    return CondensationCallback()

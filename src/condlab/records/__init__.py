@@ -22,6 +22,7 @@ _EXPORTS = {
     "folder_lock": "._lock",
     "fsync_path": "._io",
     "load_checkpoint": "._safe_load",
+    "load_source": "._safe_load",
     "load_run": "._load",
     "meta_bytes": "._records",
     "prepare_runs": "._prepare",

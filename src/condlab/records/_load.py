@@ -95,11 +95,14 @@ class LazyLayers(Mapping[str, np.ndarray]):
     """name -> the (S, rows, cols) array of DIR/name.npy, memory-mapped when first asked for.
 
     `shapes` (name -> (rows, cols), or None to check only (S, ., .)) is checked on first access.
+    `extra_ok`: a file may hold snapshots past the S listed (a Tracker record whose writer was
+    killed between a layer's append and epochs.npy); they are left out.
     """
 
     def __init__(self, directory: Path, names: Sequence[str], count: int,
-                 shapes: dict[str, tuple[int, int]] | None = None):
+                 shapes: dict[str, tuple[int, int]] | None = None, extra_ok: bool = False):
         self.directory, self._names, self._count, self._shapes = directory, list(names), count, shapes
+        self._extra_ok = extra_ok
         self._open: dict[str, np.ndarray] = {}
 
     def __getitem__(self, name: str) -> np.ndarray:
@@ -108,6 +111,8 @@ class LazyLayers(Mapping[str, np.ndarray]):
         if name not in self._open:
             path = self.directory / f"{name}.npy"
             array = _load_npy(path, mmap=True)
+            if self._extra_ok and array.ndim == 3 and array.shape[0] > self._count:
+                array = array[:self._count]
             want = (self._count, *self._shapes[name]) if self._shapes else None
             bad = array.ndim != 3 or array.shape[0] != self._count or (want and array.shape != want)
             if bad or not np.issubdtype(array.dtype, np.floating):
@@ -148,7 +153,7 @@ def _snapshots_v2(snap: Path, meta: dict, config: Config) -> tuple[np.ndarray, M
     full_shapes = None if arch is None else dict(zip(arch.names, arch.shapes, strict=True))
     epochs = _load_npy(snap / "epochs.npy")
     if not (snap / "neurons.npy").is_file():
-        return epochs, LazyLayers(snap, names, len(epochs), full_shapes), {}
+        return epochs, LazyLayers(snap, names, len(epochs), full_shapes, extra_ok=external), {}
     neurons = _load_npy(snap / "neurons.npy")
     thin_shapes = None if full_shapes is None else {
         k: (len(neurons) if k != "output" else rows, cols) for k, (rows, cols) in full_shapes.items()}

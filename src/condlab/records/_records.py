@@ -229,7 +229,8 @@ def commit_runs(runs: Sequence[Run], paths: Sequence[Path], partials: Sequence[s
     metas = [meta_bytes(run) for run in runs] if metas is None else metas
     for meta, partial in zip(metas, partials, strict=True):
         files.append(write(f"{partial}/meta.json", meta))
-    durable(files, _dirs(runs, partials), roots={os.path.dirname(p) for p in partials})
+    # a relative path's dirname is '' ("here"): stat '.' then, not ''
+    durable(files, _dirs(runs, partials), roots={os.path.dirname(p) or "." for p in partials})
     for run, path, partial in zip(runs, paths, partials, strict=True):
         path = Path(path)
         if path.exists():

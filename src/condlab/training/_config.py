@@ -22,6 +22,7 @@ import json
 import math
 import types
 import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,9 +130,12 @@ class Config:
         return json.dumps(self.to_dict(), indent=2)
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> Config:
-        """Build and validate a config from nested dicts; unknown keys are errors."""
-        return validate(_build(cls, raw, prefix=""))
+    def from_dict(cls, raw: Mapping[str, Any]) -> Config:
+        """Build and validate a config from nested mappings; unknown keys are errors.
+
+        Any Mapping works (OmegaConf's DictConfig, a Hydra config): it is copied into plain
+        dicts and lists first (``_plain_tree``)."""
+        return validate(_build(cls, _plain_tree(raw), prefix=""))
 
     @classmethod
     def from_file(cls, path: str | Path) -> Config:
@@ -219,6 +223,18 @@ def _as_dict(obj: Any) -> dict[str, Any]:
         else:
             return dataclasses.asdict(obj)  # something a validated config does not hold
     return out
+
+
+def _plain_tree(raw: Any) -> Any:
+    """Mappings as dicts and sequences (not strings) as lists, all the way down; dicts and
+    lists of plain values are returned as they are (the common case: no copy)."""
+    if isinstance(raw, Mapping):
+        items = {k: _plain_tree(v) for k, v in raw.items()}
+        return raw if type(raw) is dict and all(items[k] is v for k, v in raw.items()) else items
+    if isinstance(raw, Sequence) and not isinstance(raw, str | bytes):
+        items = [_plain_tree(v) for v in raw]
+        return raw if type(raw) is list and all(a is b for a, b in zip(items, raw, strict=True)) else items
+    return raw
 
 
 def _build(cls: type, raw: Any, prefix: str) -> Any:
