@@ -21,7 +21,6 @@ from .._lazy import exports
 _EXPORTS = {
     "COSINE_CMAP": "._style",
     "analysis_figures": "._analysis",
-    "COSINE_CMAP": "._style",
     "cosine_heatmap": "._heatmaps",
     "heatmap_rows": "._heatmaps",
     "cosine_panels": "._heatmaps",
