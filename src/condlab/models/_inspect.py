@@ -124,7 +124,7 @@ def inspect(model: nn.Module | Mapping[str, Tensor], layers: str | list[str] | N
 
     Rows are the adapter's layers (``condlab.models._layers``), columns as in ``condlab.models._inspect``;
     skipped modules with the reason are in ``table.attrs["skipped"]``. `count_kwargs` go to
-    ``count_orientations`` (cos_threshold, amplitude_ratio, min_share).
+    ``count_orientations`` (penalty, negligible_mads, min_share).
     """
     return inspect_model(model, layers=layers, heads=heads, count_kwargs=count_kwargs).table
 
@@ -208,9 +208,9 @@ def run_inspect(args: Any) -> int:
     from .._guards import check_count_options
     from ..records import load_checkpoint
 
-    check_count_options(args.cos_threshold, args.amplitude_ratio, args.min_share)
-    counting = {k: v for k, v in (("cos_threshold", args.cos_threshold),
-                                  ("amplitude_ratio", args.amplitude_ratio),
+    check_count_options(args.penalty, args.negligible_mads, args.min_share)
+    counting = {k: v for k, v in (("penalty", args.penalty),
+                                  ("negligible_mads", args.negligible_mads),
                                   ("min_share", args.min_share)) if v is not None}
     model = load_checkpoint(args.checkpoint, unsafe_pickle=args.unsafe_pickle)
     report = inspect_model(model, layers=args.layers, heads=args.heads, count_kwargs=counting)

@@ -22,9 +22,9 @@ row per measured step and layer: the columns of ``condlab.inspect`` plus step an
 ``condlab analyze`` reads such a run: it counts the snapshot layers; theory predictions need
 condlab's FC architecture and are not made.
 
-Cost. By default the tracker counts at one threshold (``sweep=()``): the stability sweep
-repeats the clustering five times, and ``stable`` is then reported as missing. Pass
-``count_kwargs={"sweep": (-0.02, -0.01, 0.0, 0.01, 0.02)}`` for the sweep.
+Cost. By default the tracker counts once (``band=False``): the sensitivity band fits the
+layer five times, and ``stable`` is then reported as missing. Pass ``count_kwargs={"band": True}``
+for the band.
 benchmarks/bench_tracker.py measures the overhead on condlab's ResNet18-like network.
 """
 
@@ -43,7 +43,7 @@ from ..training import Config
 from ._inspect import _pandas, layer_row
 from ._layers import extract_layers
 
-TRACKER_SWEEP: tuple[float, ...] = ()
+TRACKER_BAND = False
 
 
 class Tracker:
@@ -61,7 +61,7 @@ class Tracker:
             raise ValueError(f"'{self.out}' exists and is not empty: choose a new directory for the run")
         self.model, self.every, self.layers, self.heads = model, every, layers, heads
         self.snapshots = snapshots
-        self.count_kwargs = {"sweep": TRACKER_SWEEP, **(count_kwargs or {})}
+        self.count_kwargs = {"band": TRACKER_BAND, **(count_kwargs or {})}
         self.t = 0
         self.losses: list[float] = []
         self.rows: list[dict[str, Any]] = []
@@ -76,13 +76,13 @@ class Tracker:
     def _measure(self, epoch: Any) -> None:
         found = extract_layers(self.model, layers=self.layers, heads=self.heads)
         self.skipped = [{"layer": s.name, "reason": s.reason} for s in found.skipped]
-        sweep = bool(self.count_kwargs.get("sweep"))
+        band = bool(self.count_kwargs.get("band"))
         self.step_epochs[self.t] = epoch
         for lay in found.layers:
             o = count_orientations(lay.weight, **self.count_kwargs)
             row = {"step": self.t, "epoch": epoch, **layer_row(lay.name, lay.kind, o, lay.shape)}
-            if not sweep:
-                row["stable"] = None  # one threshold: stability was not measured
+            if not band:
+                row["stable"] = None  # one count: stability was not measured
             self.rows.append(row)
             if self.snapshots and lay.head is None:  # heads are slices of the whole matrix
                 self.snaps.setdefault(lay.name, []).append(lay.weight.detach().float().cpu().numpy())
