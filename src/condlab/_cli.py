@@ -15,7 +15,7 @@ import warnings
 from pathlib import Path
 
 from ._cli_records import EXIT_BAD_INPUT, cmd_analyze, cmd_reduce
-from ._config import Config, ConfigError
+from .training import Config, ConfigError
 
 EXIT_DIVERGED, EXIT_INTERRUPTED = 3, 130  # EXIT_BAD_INPUT (2): _cli_records
 EXIT_INTERNAL, EXIT_BROKEN_PIPE = 1, 141
@@ -39,6 +39,18 @@ def _parse_seeds(text: str) -> list[int]:
     return list(range(count))
 
 
+def _layer(text: str) -> str:
+    """--layer: a layer name or glob (fnmatch) over layer names; a bare number K means layerK."""
+    text = text.strip()
+    if not text:
+        raise argparse.ArgumentTypeError("--layer '' is not accepted: give a layer name, a glob or a number")
+    return f"layer{int(text)}" if text.isdigit() else text
+
+
+LAYER_HELP = ("a layer, by name or glob over layer names (fnmatch: 'layer*', 'fc*', 'h.0.attn.*'); "
+              "a number K means layerK; repeatable")
+
+
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", nargs="?", help="YAML or JSON config file")
     p.add_argument("--preset", help="named config with a figure's caption settings (see `condlab presets`)")
@@ -52,7 +64,7 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 
 def _load_config(args: argparse.Namespace) -> Config:
-    from ._presets import preset
+    from .training import preset
 
     if args.config and args.preset:
         raise ConfigError("give a config file or --preset, not both")
@@ -68,7 +80,7 @@ def _load_config(args: argparse.Namespace) -> Config:
 
 
 def cmd_activations(args: argparse.Namespace) -> int:
-    from ._activations import activation_table, get_activation, list_activations
+    from .activations import activation_table, get_activation, list_activations
 
     notes = {a.name: a.note for a in list_activations()}  # why p is undefined, where it is
     rows = [r | {"note": notes.get(r["name"], "")} for r in activation_table()]
@@ -91,8 +103,11 @@ def cmd_activations(args: argparse.Namespace) -> int:
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
-    from ._presets import PRESETS
+    from .training import PRESETS
 
+    if args.json:
+        print(json.dumps(PRESETS, indent=2))
+        return 0
     for name, raw in PRESETS.items():
         m, t = raw["model"], raw["train"]
         acts = ",".join(m.get("activations", ["tanh"]))
@@ -107,8 +122,8 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from ._api import train
     from ._guards import check_fresh_out, fresh_dir
+    from .training import train
 
     if args.resume:
         return cmd_resume(args)
@@ -123,7 +138,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """`condlab train --resume DIR`: continue a batch from DIR/checkpoint.pt."""
-    from ._api import resume
+    from .training import resume
 
     conflicts = _resume_conflicts(args)
     if conflicts:
@@ -159,7 +174,7 @@ def _resume_conflicts(args: argparse.Namespace) -> str:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from ._sweep import sweep
+    from .sweeps import sweep
 
     result = sweep(args.spec, out=args.out, executor=args.executor, address=args.address,
                    dry_run=args.dry_run, progress=not args.no_progress and sys.stderr.isatty())
@@ -170,7 +185,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     for error in result.errors:
         print(f"condlab: error: {error}", file=sys.stderr)
-    print(result.summary())
+    print(json.dumps(result.rows, indent=2, default=str) if args.json else result.summary())
     if result.interrupted:
         print(f"condlab: interrupted; finished runs are kept in {result.out}; run again to resume",
               file=sys.stderr)
@@ -185,28 +200,40 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from ._inspect import run_inspect
+    from .models import run_inspect
 
     return run_inspect(args)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    import time
+
+    from .report import NAMES, detect, write_report
+
+    start = time.perf_counter()
+    kind = NAMES[detect(Path(args.path))]
+    out = write_report(args.path, args.out)
+    print(f"{kind} page ({out.stat().st_size / 1e6:.2f} MB, {time.perf_counter() - start:.1f} s): {out}")
+    return 0
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from ._guards import point_latest, reproduce_out
-    from .reproduce import EXPERIMENTS, check_data_dir, reproduce, reproduce_all, summary_rows
-    from .reproduce._runner import unknown
+    from .reproduce import EXPERIMENTS, check_data_dir, reproduce, reproduce_all, summary_rows, unknown
 
-    if args.list or not args.name:
-        for e in EXPERIMENTS.values():
-            print(f"{e.name:<14} {e.source:<28} {e.shows}")
-        return 0
     if args.name != "all" and args.name not in EXPERIMENTS:
         raise unknown(args.name)
     check_data_dir(args.data_dir)
     names = list(EXPERIMENTS) if args.name == "all" else [args.name]
     out, stamped = reproduce_out(args.out, names, args.overwrite)  # never replaces earlier results
     options = dict(seeds=args.seeds, quick=args.quick, out=out, device=args.device,
-                   data_dir=args.data_dir, progress=sys.stderr.isatty(), data_seeds=args.data_seeds,
+                   data_dir=args.data_dir, progress=not args.no_progress and sys.stderr.isatty(),
+                   data_seeds=args.data_seeds,
                    executor=args.executor, address=args.address)
+    if args.json:
+        results = reproduce_all(**options)[0] if args.name == "all" else [reproduce(args.name, **options)]
+        print(json.dumps(summary_rows(results), indent=2))
+        return 0
     if args.name == "all":
         results, table = reproduce_all(**options)
         print(table)
@@ -221,7 +248,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                   f"holds on {r['pairs']} (holds/conclusive/all pairs)")
             if r["reason"] != "-":
                 print(f"{'':<{vw}} {'':<{width}}  why: {r['reason']}; explained by: {r['explained by']}"
-                      + (f" (variants tried: {r['tried']})" if r["tried"] != "-" else ""))
+                      + (f" (variants tried: {r['tried']})" if r["tried"] != "-" else "")
+                      + (f"; other draws: {r['other draws']}" if r["other draws"] != "-" else ""))
     if args.quick:
         print("--quick: few (data, init) pairs; these verdicts are PROVISIONAL")
     for result in results:
@@ -233,6 +261,18 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
               f"{len(result.figures)} figure files")
     if stamped:
         print(f"results in {out} ({point_latest(out)} points there)")
+    return 0
+
+
+def cmd_experiments(args: argparse.Namespace) -> int:
+    from .reproduce import EXPERIMENTS
+
+    rows = [{"name": e.name, "source": e.source, "shows": e.shows} for e in EXPERIMENTS.values()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        print(f"{r['name']:<14} {r['source']:<28} {r['shows']}")
     return 0
 
 
@@ -274,7 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("analyze", help="measure condensation of a run (or every run of a batch)")
     p.add_argument("path", help="a run directory, or a batch directory written by `condlab train`")
     p.add_argument("--epoch", type=int, help="snapshot epoch (default: last one inside the initial stage)")
-    p.add_argument("--layer", type=int, action="append", help="hidden layer 1..L (repeatable; default all)")
+    p.add_argument("--layer", type=_layer, action="append",
+                   help=LAYER_HELP + " (default: every hidden layer)")
     p.add_argument("--out", help="output directory: OUT/RUN/NAME (default: RUN/analysis/NAME, NAME = "
                    "epochE plus the options that differ from their defaults, e.g. epoch120-pen2)")
     p.add_argument("--json", action="store_true",
@@ -288,8 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="condensation of every layer of a PyTorch checkpoint (any model)")
     p.add_argument("checkpoint", help="a state_dict saved with torch.save, a .safetensors file, or "
                    "(with --unsafe-pickle) a pickled nn.Module")
-    p.add_argument("--layers", action="append", metavar="PATTERN",
-                   help="glob over layer names, e.g. 'fc*' or 'layers.*.self_attn.q' (repeatable)")
+    p.add_argument("--layer", dest="layers", type=_layer, action="append", metavar="LAYER",
+                   help=LAYER_HELP + " (default: every layer)")
     p.add_argument("--heads", type=int, help="attention heads, to split Q/K/V per head (a state_dict "
                    "does not record it)")
     p.add_argument("--json", action="store_true", help="print the table as JSON")
@@ -303,8 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("reproduce",
                        help="reproduce an experiment of the papers, with a verdict on each claim")
-    p.add_argument("name", nargs="?", help="experiment name (see --list) or all")
-    p.add_argument("--list", action="store_true", help="list the experiments")
+    p.add_argument("name", help="an experiment (see `condlab experiments`) or all")
     p.add_argument("--seeds", type=_parse_seeds,
                    help="init seeds (default 3, or 1 with --quick; 5/2 where the data are fixed)")
     p.add_argument("--data-seeds", type=_parse_seeds, help="data draws (default 3, or 2 with --quick)")
@@ -321,12 +361,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where the sweep-based experiments (facilitators) train: in this process "
                    "(default) or on a Ray cluster (--address); the others ignore it")
     p.add_argument("--address", help="the Ray head HOST:PORT for --executor ray (default: a local cluster)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the verdict rows as JSON instead of the table")
     p.set_defaults(func=cmd_reproduce)
+
+    p = sub.add_parser("experiments", help="list the experiments `condlab reproduce` runs")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_experiments)
 
     p = sub.add_parser("reduce", help="merge each condensed group of neurons into one (a narrower network)")
     p.add_argument("path", help="a run directory, or a batch directory written by `condlab train`")
     p.add_argument("--epoch", type=int, help="snapshot epoch (default: last one inside the initial stage)")
-    p.add_argument("--layer", type=int, default=1, help="hidden layer 1..L to reduce (default 1)")
+    p.add_argument("--layer", type=_layer, default="layer1",
+                   help="the hidden layer to reduce, by name or number K = layerK (default layer1)")
     p.add_argument("--negligible", choices=["merge", "drop", "keep"], default="merge",
                    help="neurons below the amplitude cutoff: merged into one (default), dropped or kept")
     p.add_argument("--amplitude-tol", type=float,
@@ -335,7 +382,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the reduction as JSON")
     p.set_defaults(func=cmd_reduce)
 
+    p = sub.add_parser("report", help="one self-contained HTML page of a result (opens from disk, "
+                       "fetches nothing)")
+    p.add_argument("path", help="a run or batch folder (condlab train), a sweep folder, a reproduce folder "
+                   "(one experiment or all), a phase diagram, an `inspect --out` folder or a Tracker record")
+    p.add_argument("--out", metavar="FILE.html", help="the page to write (default: PATH/report.html); an "
+                   "earlier condlab report there is replaced, any other file is refused")
+    p.set_defaults(func=cmd_report)
+
     p = sub.add_parser("presets", help="list named configs (the paper's figure settings)")
+    p.add_argument("--json", action="store_true", help="print JSON (the presets' settings)")
     p.set_defaults(func=cmd_presets)
 
     p = sub.add_parser("config", help="print the resolved config as JSON")
@@ -361,25 +417,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--address", help="Ray cluster address, e.g. 127.0.0.1:6379 (default: a local Ray)")
     p.add_argument("--dry-run", action="store_true", help="plan and count runs; write and train nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the results table's rows as JSON")
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("phase-diagram", help="phase diagram of condensation via sweeps: two layers "
-                       "(JMLR 2021) or three (--layers 3)")
+                       "(JMLR 2021) or three (--depth 3)")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--smoke", action="store_true", help="5x5 grid, widths 1e2-1e4, 1 seed (CI, < 1 min)")
     size.add_argument("--quick", action="store_true", help="9x9 grid, widths 1e3-1e5, 2 seeds")
     p.add_argument("--target", default="authors", choices=["authors", "harder"],
                    help="authors: 3 points x=-0.5,0,0.5, y=-0.5,0,1 (default); harder: 4 alternating points")
-    p.add_argument("--layers", type=int,
+    p.add_argument("--depth", dest="layers", type=int,
                    help="2: the JMLR two-layer diagram (default, or a --spec's `layers:`); 3: the empirical "
                    "three-layer diagram "
                    "(per-layer regimes of W1, W2, a; smoke: widths 64-256, quick: 64-512)")
     p.add_argument("--gamma2", type=float, metavar="G2",
-                   help="with --layers 3: the slice gamma2 (middle layer's scale; default 0, see docs)")
+                   help="with --depth 3: the slice gamma2 (middle layer's scale; default 0, see docs)")
     p.add_argument("--spec", help="a diagram spec YAML (gammas, gamma_primes, widths, seeds, schemes, "
                    "target, tol, max_steps; see docs/phase_diagram.md) instead of a preset")
     p.add_argument("--out", help="output directory (default runs/phase-MODE-TARGET, runs/phase3-MODE-TARGET "
-                   "with --layers 3); reused to resume")
+                   "with --depth 3); reused to resume")
     p.add_argument("--executor", default="local", choices=["local", "ray"])
     p.add_argument("--address", help="Ray cluster address (default: a local Ray)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -16,7 +16,7 @@ import shutil
 import zipfile
 from pathlib import Path
 
-from ._config import Config, ConfigError, snapshot_epochs
+from .training import Config, ConfigError, snapshot_epochs
 
 _ERRNO_HINTS = {
     errno.EACCES: "permission denied", errno.EPERM: "permission denied",
@@ -155,7 +155,7 @@ def point_latest(folder: Path) -> Path:
         return link
     except OSError:
         tmp.unlink(missing_ok=True)
-        from ._io import atomic_write_text
+        from .records import atomic_write_text
 
         atomic_write_text(folder.parent / "LATEST", f"{folder.name}\n")
         return folder.parent / "LATEST"
@@ -164,7 +164,7 @@ def point_latest(folder: Path) -> Path:
 # ------------------------------------------------------------------------------------- memory
 
 def run_count(cfg: Config) -> int:
-    """Runs of a batch: every combination of the per-run lists (``condlab._api.run_specs``)."""
+    """Runs of a batch: every combination of the per-run lists (``condlab.training._api.run_specs``)."""
     t, m = cfg.train, cfg.model
     return (len(t.seeds) * len(m.init_std) * len(t.lr) * len(t.weight_decay) * len(t.momentum)
             * len(m.dropout))
