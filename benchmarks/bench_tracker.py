@@ -24,6 +24,7 @@ import torch.nn.functional as F
 import condlab
 from condlab.training._cnn import make_cifar_net
 
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=64)
