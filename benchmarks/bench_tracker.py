@@ -43,8 +43,6 @@ import torch.nn.functional as F
 import condlab
 from condlab.training._cnn import make_cifar_net
 
-SWEEP = (-0.02, -0.01, 0.0, 0.01, 0.02)
-
 
 def _mlp_loop(steps: int, device: str, batch: int, tracker_kwargs: dict | None, blas_default: bool,
               key: str = "warm-up") -> float:
@@ -150,7 +148,7 @@ def main() -> None:
         g = torch.Generator().manual_seed(0)
         x = torch.randn(args.batch, 3, 32, 32, generator=g)
         y = torch.randint(0, 10, (args.batch,), generator=g)
-        variants = {"metrics": dict(), "metrics+sweep": dict(count_kwargs={"sweep": SWEEP}),
+        variants = {"metrics": dict(), "metrics+band": dict(count_kwargs={"band": True}),
                     "metrics+snapshots": dict(snapshots=True)}
         trackers = {k: condlab.Tracker(net, every=args.every, **kw) for k, kw in variants.items()}
         steps, measures = [], {k: [] for k in variants}

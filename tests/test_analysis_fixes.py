@@ -9,21 +9,19 @@ from condlab._cli import main
 from condlab.analysis import analyze_run, count_orientations, default_epoch
 
 
-def test_cos_threshold_near_one_does_not_crash():
-    # The sweep around 0.98 reached |cos| = 1; thresholds are now capped below 1.
+def test_extreme_penalties_do_not_crash():
+    # claim: the band's penalties (x 2/3 .. 3/2) of any positive penalty give counts, not errors
     W = np.random.default_rng(0).standard_normal((40, 4))
-    for thr in (0.98, 0.99, 1.0):
-        o = count_orientations(W, cos_threshold=thr)
-        assert max(o.counts_by_threshold) < 1.0 or thr == 1.0
+    for penalty in (1e-6, 100.0):
+        o = count_orientations(W, penalty=penalty)
+        assert set(o.counts_by_threshold) == {round(penalty * f, 10) for f in (2 / 3, 1.0, 1.5)}
 
 
-def test_analyze_cli_near_the_top_of_the_threshold_range(tmp_path, capsys):
-    # The CLI accepts thresholds whose sweep stays below 1 (0.98 is refused there with a
-    # one-line error); the library caps its sweep below 1 instead (test above).
+def test_analyze_cli_with_a_counting_option(tmp_path, capsys):
     cfg = condlab.preset("fig5").with_overrides(["train.epochs=30", "train.snapshots=every:10",
                                                  "train.seeds=[0]"])
     run = condlab.train(cfg, out=tmp_path / "runs", progress=False)[0]
-    assert main(["analyze", str(run.path), "--cos-threshold", "0.97", "--no-figures",
+    assert main(["analyze", str(run.path), "--penalty", "2", "--no-figures",
                  "--out", str(tmp_path / "a")]) == 0
     assert "epoch" in capsys.readouterr().out
 

@@ -30,14 +30,14 @@ def test_analyses_with_other_options_never_replace_each_other(run_dir, capsys):
     assert main(base) == 0
     first = run_dir / "analysis" / "epoch30-noreplay" / "analysis.json"
     kept = first.read_bytes()
-    assert main([*base, "--cos-threshold", "0.9", "--min-share", "0.1", "--layer", "1"]) == 0
-    other = run_dir / "analysis" / "epoch30-cos0.9-share0.1-layers1-noreplay" / "analysis.json"
+    assert main([*base, "--penalty", "2", "--min-share", "0.1", "--layer", "1"]) == 0
+    other = run_dir / "analysis" / "epoch30-share0.1-pen2-layers1-noreplay" / "analysis.json"
     assert first.read_bytes() == kept
     options = json.loads(other.read_text())["options"]
-    assert options["count_kwargs"] == {"cos_threshold": 0.9, "min_share": 0.1} and options["layers"] == [0]
-    assert main([*base, "--cos-threshold", "0.95"]) == 0       # the default value: the same analysis
+    assert options["count_kwargs"] == {"penalty": 2.0, "min_share": 0.1} and options["layers"] == [0]
+    assert main([*base, "--penalty", "1.5"]) == 0       # the default value: the same analysis
     assert sorted(p.name for p in (run_dir / "analysis").iterdir()) == [
-        "epoch30-cos0.9-share0.1-layers1-noreplay", "epoch30-noreplay"]
+        "epoch30-noreplay", "epoch30-share0.1-pen2-layers1-noreplay"]
     assert "written: " + str(first) in capsys.readouterr().out
 
 

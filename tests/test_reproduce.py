@@ -34,7 +34,7 @@ def test_claims_json_schema(tmp_path):
                 "provisional", "counting_thresholds", "settings", "choices", "figures", "provenance"):
         assert key in data, key
     assert data["init_seeds"] == [0] and data["data_seeds"] == [0, 1] and data["provisional"]
-    assert data["counting_thresholds"]["cos_threshold"] == 0.95
+    assert data["counting_thresholds"]["penalty"] == 1.5
     (claim,) = data["claims"]
     assert set(claim) >= {"id", "statement", "expected", "measured", "pairs", "outcomes", "reasons",
                           "verdict", "reason", "explained_by", "variants"}

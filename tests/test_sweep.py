@@ -167,7 +167,7 @@ def test_table_rows_match_single_run_training(tmp_path):
 def test_threaded_writes_give_every_run_and_counts_equal_count_orientations(tmp_path):
     # claim: the writer thread (run files written while the runs are measured) and writing in
     # this thread give the same rows and directories, and the line counts in the rows are
-    # exactly count_orientations(w, sweep=()).n_lines of the recorded weights
+    # exactly count_orientations(w, band=False).n_lines of the recorded weights
     from condlab.analysis import count_orientations, default_epoch
     from condlab.records._load import load_run
     from condlab.sweeps._run import prepare_part, train_part, write_part
@@ -196,9 +196,9 @@ def test_threaded_writes_give_every_run_and_counts_equal_count_orientations(tmp_
         sweep = json.loads((tmp_path / "b" / h / "meta.json").read_text())["sweep"]
         assert sweep["summary"] == {k: v for k, v in row.items() if k not in ("status", "host", "node")}
         assert sweep["trained_on"] == {"host": row["host"], "node": None} and row["host"]
-        assert row["layer1_lines_final"] == count_orientations(run.weights["layer1"][-1], sweep=()).n_lines
+        assert row["layer1_lines_final"] == count_orientations(run.weights["layer1"][-1], band=False).n_lines
         assert row["layer1_lines"] == count_orientations(run.layer("layer1", default_epoch(run)),
-                                                         sweep=()).n_lines
+                                                         band=False).n_lines
 
 
 def test_csv_is_written_without_pyarrow(tmp_path, monkeypatch):

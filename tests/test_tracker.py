@@ -73,7 +73,7 @@ def test_metrics_only_run_and_existing_directories(tmp_path: Path, capsys) -> No
 def test_tracker_counts_what_inspect_counts() -> None:
     tracker, _ = _user_loop(None, steps=10, every=10)
     last = tracker.history.query("step == 10").set_index("layer")
-    table = condlab.inspect(tracker.model, sweep=()).set_index("layer")
+    table = condlab.inspect(tracker.model, band=False).set_index("layer")
     np.testing.assert_array_equal(last["lines"], table["lines"])
     np.testing.assert_allclose(last["effective_neurons"], table["effective_neurons"])
 

@@ -288,6 +288,17 @@ def _print_runs(result) -> None:
           f"records in {result.out}")
 
 
+def _count_options(p: argparse.ArgumentParser) -> None:
+    """The line counter's knobs (docs/analysis.md, "Counting orientations")."""
+    p.add_argument("--penalty", type=float,
+                   help="factor on the BIC cost a line must beat (default 1.5; larger: fewer lines)")
+    p.add_argument("--negligible-mads", type=float,
+                   help="set aside neurons whose log amplitude lies this many robust std below the "
+                        "median (and >= 10x below it; default 5)")
+    p.add_argument("--min-share", type=float,
+                   help="smallest share of the active neurons on a line (default 0.05; at least 4 neurons)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ._version import __version__
 
@@ -307,17 +318,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layer", type=_layer, action="append",
                    help=LAYER_HELP + " (default: every hidden layer)")
     p.add_argument("--out", help="output directory: OUT/RUN/NAME (default: RUN/analysis/NAME, NAME = "
-                   "epochE plus the options that differ from their defaults, e.g. epoch120-cos0.9)")
+                   "epochE plus the options that differ from their defaults, e.g. epoch120-pen2)")
     p.add_argument("--json", action="store_true",
                    help="print the analysis as JSON (with --no-figures and no --out: write nothing)")
     p.add_argument("--no-figures", action="store_true")
     p.add_argument("--svg", action="store_true", help="figures as SVG too (default: PNG only)")
     p.add_argument("--no-replay", action="store_true", help="skip the leading-order replay prediction")
-    p.add_argument("--cos-threshold", type=float, help="|cos| to join a line (default 0.95)")
-    p.add_argument("--amplitude-ratio", type=float,
-                   help="set aside neurons below this fraction of the 90th-percentile amplitude "
-                        "(default 0.1)")
-    p.add_argument("--min-share", type=float, help="smallest share of a condensed line (default 0.05)")
+    _count_options(p)
     p.add_argument("--tensorboard", metavar="DIR",
                    help="also write the per-layer numbers (every recorded step of a Tracker run) and "
                    "the ordered heat maps as TensorBoard events")
@@ -340,11 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unsafe-pickle", action="store_true",
                    help="allow a pickled whole nn.Module: unpickling RUNS CODE from the file, so only "
                    "use it on files you trust")
-    p.add_argument("--cos-threshold", type=float, help="|cos| to join a line (default 0.95)")
-    p.add_argument("--amplitude-ratio", type=float,
-                   help="set aside neurons below this fraction of the 90th-percentile amplitude "
-                        "(default 0.1)")
-    p.add_argument("--min-share", type=float, help="smallest share of a condensed line (default 0.05)")
+    _count_options(p)
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("reproduce",

@@ -49,9 +49,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from .analysis import analyze_run
     from .records import load_run
 
-    check_count_options(args.cos_threshold, args.amplitude_ratio, args.min_share)
-    counting = {k: v for k, v in (("cos_threshold", args.cos_threshold),
-                                  ("amplitude_ratio", args.amplitude_ratio),
+    check_count_options(args.penalty, args.negligible_mads, args.min_share)
+    counting = {k: v for k, v in (("penalty", args.penalty),
+                                  ("negligible_mads", args.negligible_mads),
                                   ("min_share", args.min_share)) if v is not None}
     layers = None if args.layer is None else args.layer  # names or globs, resolved per run
     # --json --no-figures answers on stdout alone: nothing is written (read-only records work)

@@ -237,20 +237,15 @@ def check_memory(cfg: Config, n: int, d: int, d_out: int) -> None:
 
 # ----------------------------------------------------------------------------- analysis options
 
-def check_count_options(cos_threshold: float | None, amplitude_ratio: float | None,
+def check_count_options(penalty: float | None, negligible_mads: float | None,
                         min_share: float | None) -> None:
-    """Range-check `condlab analyze`'s counting options (NaN fails every range)."""
-    from .analysis import SWEEP
-
-    lo, hi = -min(SWEEP), 1 - max(SWEEP)  # the stability band cos +- offsets stays inside (0, 1)
-    if cos_threshold is not None and not lo < cos_threshold < hi:
-        raise ConfigError(f"--cos-threshold {cos_threshold} is not accepted: it must lie strictly "
-                          f"between {lo:g} and {hi:g}, so that the stability band "
-                          f"(threshold {min(SWEEP):+g} .. {max(SWEEP):+g}) stays inside (0, 1)")
-    if amplitude_ratio is not None and not 0 <= amplitude_ratio < 1:
-        raise ConfigError(f"--amplitude-ratio {amplitude_ratio} is not accepted: it must lie in [0, 1)")
-    if min_share is not None and not 0 < min_share <= 1:
-        raise ConfigError(f"--min-share {min_share} is not accepted: it must lie in (0, 1]")
+    """Range-check the counting options of `condlab analyze` / `inspect` (NaN fails every range)."""
+    if penalty is not None and not 0 < penalty < float("inf"):
+        raise ConfigError(f"--penalty {penalty} is not accepted: it must be a number > 0")
+    if negligible_mads is not None and not 0 < negligible_mads < float("inf"):
+        raise ConfigError(f"--negligible-mads {negligible_mads} is not accepted: it must be a number > 0")
+    if min_share is not None and not 0 <= min_share <= 1:
+        raise ConfigError(f"--min-share {min_share} is not accepted: it must lie in [0, 1]")
 
 
 def read_json(path: Path) -> object:

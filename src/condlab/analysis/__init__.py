@@ -21,7 +21,6 @@ _EXPORTS = {
     "RankTrace": "._rank",
     "Reduction": "._reduce",
     "RunAnalysis": "._run",
-    "SWEEP": "._orientations",
     "analyze_layer": "._report",
     "analyze_run": "._run",
     "as_matrix": "._cosine",

@@ -6,10 +6,9 @@ The paper (Zhou et al., NeurIPS 2022) draws condensation as heat maps of
 
     D(u, v) = uᵀv / (‖u‖₂ ‖v‖₂)                                   (eq. 5)
 
-between all pairs of rows. `cosine_matrix` is that map. The other helpers are
-chunked: they work on row blocks of U @ Uᵀ (U = unit rows) so that a layer with
-m up to 1e5 neurons never materializes an m×m matrix; peak extra memory is
-about chunk² float64 values (128 MiB at the default chunk of 4096).
+between all pairs of rows. `cosine_matrix` is that map. `nearest_line` is chunked: it works
+on row blocks of U @ Cᵀ so that a layer with m up to 1e5 neurons never materializes a large
+matrix; peak extra memory is about chunk² float64 values (128 MiB at the default chunk of 4096).
 """
 
 from __future__ import annotations
@@ -98,57 +97,3 @@ def _nearest_one_block(U: np.ndarray, centres: np.ndarray) -> tuple[np.ndarray, 
     if found.all():
         return j.astype(np.int64, copy=False), v
     return np.where(found, j, -1).astype(np.int64), np.where(found, v, -np.inf)
-
-
-def leaders(U: np.ndarray, thr: float, chunk: int = DEFAULT_CHUNK) -> np.ndarray:
-    """Unit rows U (n, k) -> indices of greedy leaders: |cos| < thr to every earlier leader.
-
-    Rows are taken in the given order, as one sequential pass would; only the
-    bookkeeping is blocked (each block checks earlier leaders with `nearest_line`).
-    """
-    found: list[int] = []
-    # Small blocks: most rows are covered by the first few leaders, and a small block
-    # keeps the in-block Gram matrix cheap. Results do not depend on the block size.
-    step = min(chunk, 256)
-    for start in _blocks(U.shape[0], step):
-        block = U[start : start + step]
-        free = np.ones(block.shape[0], dtype=bool)
-        if found:  # rows already covered by leaders of earlier blocks
-            free = nearest_line(block, U[found], chunk)[1] < thr
-        idx = np.flatnonzero(free)
-        G = np.abs(block[idx] @ block[idx].T) >= thr  # at most chunk × chunk
-        covered = np.zeros(idx.size, dtype=bool)
-        for a in range(idx.size):  # sequential, so the result does not depend on chunk
-            if not covered[a]:
-                found.append(start + int(idx[a]))
-                covered |= G[a]
-    return np.asarray(found, dtype=np.int64)
-
-
-def abs_cosine_neighbors(
-    W: Any, threshold: float, chunk: int = DEFAULT_CHUNK
-) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs (i, j), i < j, of rows of W (m, k) with |D(w_i, w_j)| >= threshold (eq. 5), chunked.
-
-    Returns two int64 arrays. Only upper-triangular blocks are computed; zero rows
-    have no neighbours. The output grows with the number of pairs, so this suits
-    sparse neighbourhoods (high threshold, scattered rows), not a layer where
-    thousands of neurons share one orientation.
-    """
-    U, norms = unit_rows(W)
-    U = np.where((norms == 0)[:, None], 0.0, U)  # zero rows: |cos| = 0 < threshold
-    m = U.shape[0]
-    rows, cols = [], []
-    for r in _blocks(m, chunk):
-        for c in _blocks(m, chunk):
-            if c + chunk <= r:
-                continue  # block lies wholly below the diagonal
-            A = np.abs(U[r : r + chunk] @ U[c : c + chunk].T)
-            i, j = np.nonzero(A >= threshold)
-            i, j = i + r, j + c
-            keep = i < j
-            rows.append(i[keep])
-            cols.append(j[keep])
-    if not rows:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(rows).astype(np.int64), np.concatenate(cols).astype(np.int64)

@@ -3,7 +3,7 @@
 Results are files a user can open: ``analysis.json`` (counts, clusters, predictions, angles,
 polynomial R^2, stable lines, the options used) and ``analysis.npz`` (the arrays the figures
 need: cosine ordering, direction-field grid, test-grid output, orientation trajectories).
-``analysis_name`` keys a result by its options (``epoch120``, ``epoch120-cos0.9``), so an
+``analysis_name`` keys a result by its options (``epoch120``, ``epoch120-pen2``), so an
 analysis with other options never replaces an earlier one.
 
 Wide layers: everything here is O(m) or O(K x S); orientation trajectories follow at most
@@ -36,18 +36,18 @@ TEST_POINTS = 200
 RANK_INPUTS = 1000               # model rank on the first 1000 training inputs at most
 RANK_MAX_ENTRIES = 20_000_000    # ... and only when DF(θ) has fewer entries (160 MB in float64)
 TRAJECTORY_NEURONS = 500
-_OPTION_TAGS = {"cos_threshold": "cos", "amplitude_ratio": "amp", "min_share": "share"}
+_OPTION_TAGS = {"penalty": "pen", "negligible_mads": "mads", "min_share": "share"}
 
 
 def analysis_name(epoch: int, layers: list[int] | None = None, *, replay: bool = True,
                   predict: bool = True, count_kwargs: dict | None = None) -> str:
     """Folder name of an analysis: the epoch, then each option that differs from the default.
 
-    E.g. ``epoch120``, ``epoch120-cos0.9-share0.1-layers1,2-noreplay`` (layers 1-based).
+    E.g. ``epoch120``, ``epoch120-share0.1-pen2-layers1,2-noreplay`` (layers 1-based).
     """
-    from ._orientations import AMPLITUDE_RATIO, COS_THRESHOLD, MIN_SHARE
+    from ._counting import MIN_SHARE, NEGLIGIBLE_MADS, PENALTY
 
-    defaults = {"cos_threshold": COS_THRESHOLD, "amplitude_ratio": AMPLITUDE_RATIO, "min_share": MIN_SHARE}
+    defaults = {"penalty": PENALTY, "negligible_mads": NEGLIGIBLE_MADS, "min_share": MIN_SHARE}
     parts = [f"epoch{epoch}"]
     for key, value in sorted((count_kwargs or {}).items()):
         if key not in defaults:

@@ -160,7 +160,7 @@ def inspect(model: Source, layers: str | list[str] | None = None, *, heads: int 
     ``save_pretrained`` folder. Rows are the adapter's layers (``condlab.models._layers``), per
     attention head where the heads are known; columns as in ``condlab.models._inspect``; skipped
     modules with the reason are in ``table.attrs["skipped"]``. `count_kwargs` go to
-    ``count_orientations`` (cos_threshold, amplitude_ratio, min_share).
+    ``count_orientations`` (penalty, negligible_mads, min_share).
     """
     return inspect_model(model, layers=layers, heads=heads, count_kwargs=count_kwargs).table
 

@@ -44,9 +44,9 @@ def run_inspect(args: Any) -> int:
     from .._guards import check_count_options
     from ..records import load_source
 
-    check_count_options(args.cos_threshold, args.amplitude_ratio, args.min_share)
-    counting = {k: v for k, v in (("cos_threshold", args.cos_threshold),
-                                  ("amplitude_ratio", args.amplitude_ratio),
+    check_count_options(args.penalty, args.negligible_mads, args.min_share)
+    counting = {k: v for k, v in (("penalty", args.penalty),
+                                  ("negligible_mads", args.negligible_mads),
                                   ("min_share", args.min_share)) if v is not None}
     model, config = load_source(args.checkpoint, unsafe_pickle=args.unsafe_pickle)
     report = inspect_model(model, layers=args.layers, heads=args.heads, count_kwargs=counting, config=config)

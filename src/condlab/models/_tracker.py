@@ -27,12 +27,12 @@ columns), ``tensorboard=`` (a folder or a SummaryWriter: ``condlab.models._tenso
 heat maps), and ``on_measure`` (called with (step, rows) after each measurement; the Lightning
 callback logs through it).
 
-Cost. By default the tracker counts at one threshold (``sweep=()``): the stability sweep
-repeats the clustering five times, and ``stable`` is then reported as missing. Pass
-``count_kwargs={"sweep": (-0.02, -0.01, 0.0, 0.01, 0.02)}`` for the sweep. The count runs with
-one BLAS thread: numpy's BLAS threads otherwise keep spinning after the count's many small
-products and take the cores from the training (on a small MLP that made a measurement 15-30x
-slower and the whole loop 2x slower). benchmarks/bench_tracker.py measures the overhead.
+Cost. By default the tracker counts once (``band=False``): the sensitivity band fits the
+layer five times, and ``stable`` is then reported as missing. Pass ``count_kwargs={"band": True}``
+for the band. The count runs with one BLAS thread: numpy's BLAS threads otherwise keep spinning
+after the count's many small products and take the cores from the training (on a small MLP that
+made a measurement 15-30x slower and the whole loop 2x slower). benchmarks/bench_tracker.py
+measures the overhead.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from ._inspect import _pandas, layer_row, one_blas_thread
 from ._layers import extract_layers
 from ._tracker_record import TrackerRecord, claim
 
-TRACKER_SWEEP: tuple[float, ...] = ()
+TRACKER_BAND = False
 
 
 class Tracker:
@@ -67,7 +67,7 @@ class Tracker:
             raise ValueError(f"Tracker needs an nn.Module, got {type(model).__name__}")
         self.model, self.every, self.layers, self.heads = model, every, layers, heads
         self.snapshots, self.on_measure = snapshots, on_measure
-        self.count_kwargs = {"sweep": TRACKER_SWEEP, **(count_kwargs or {})}
+        self.count_kwargs = {"band": TRACKER_BAND, **(count_kwargs or {})}
         self.start = self.t = int(start_step)
         self.losses: list[float] = []
         self._pending: list[Any] = []  # losses (floats or tensors) since the last measurement
@@ -102,15 +102,15 @@ class Tracker:
     def _count(self, epoch: Any) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
         found = extract_layers(self.model, layers=self.layers, heads=self.heads)
         self.skipped = [{"layer": s.name, "reason": s.reason} for s in found.skipped]
-        sweep = bool(self.count_kwargs.get("sweep"))
+        band = bool(self.count_kwargs.get("band"))
         rows, snaps = [], {}
         with one_blas_thread():
             for lay in found.layers:
                 o = count_orientations(lay.weight, **self.count_kwargs)
                 row = {"step": self.t, "epoch": epoch,
                        **layer_row(lay.name, lay.kind, o, lay.shape, lay.note)}
-                if not sweep:
-                    row["stable"] = None  # one threshold: stability was not measured
+                if not band:
+                    row["stable"] = None  # one count: stability was not measured
                 rows.append(row)
                 if lay.head is None and (self.snapshots or self.writer is not None):
                     snaps[lay.name] = (lay.weight.detach().float().cpu().numpy(), o)

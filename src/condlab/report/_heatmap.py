@@ -72,7 +72,7 @@ def frame_svg(W: np.ndarray, label: str = "") -> tuple[str, str]:
         return "<p class='clr-note'>no rows</p>", "no rows"
     sub = np.asarray(W)[heatmap_rows(W.shape[0], MAX_ROWS)]
     n = len(sub)
-    o = count_orientations(sub, sweep=())
+    o = count_orientations(sub, band=False)
     order = cosine_order(sub, o)
     group = np.full(n, -1, dtype=np.int64)
     for k, c in enumerate(tuple(o.lines) + tuple(o.arcs)):

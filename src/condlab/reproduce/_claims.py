@@ -267,7 +267,7 @@ class ExperimentResult(ShownAsPage):
             "claims": [c.to_dict() for c in self.claims], "all_hold": self.all_hold,
             "verdict_rule": VERDICT_RULE, "provisional": self.provisional,
             "required_share": REQUIRED_SHARE,
-            "counting_thresholds": {k: v for k, v in defaults.items() if k != "chunk"},
+            "counting_thresholds": {k: v for k, v in defaults.items() if k != "band"},
             "settings": self.settings, "choices": self.choices, "notes": self.notes,
             "figures": self.figures, "seconds": round(time.perf_counter() - self.started, 2),
             "provenance": provenance(),

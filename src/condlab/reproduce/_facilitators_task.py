@@ -18,7 +18,7 @@ row is the engine's (``summarize``) plus, at the stage end and at the last epoch
     stage_epoch, end_epoch     the epochs measured (stage_epoch: the last epoch when the run
                                never leaves the initial stage)
     share_stage, share_end     ``largest_line_share`` of the hidden layer's input weights (w, b)
-    lines_stage, lines_end     ``count_orientations(w, sweep=()).n_lines``, computed by
+    lines_stage, lines_end     ``count_orientations(w, band=False).n_lines``, computed by
                                ``count_lines`` (the same integer, cheaper)
 
 A measure is empty where the run diverged at or before that epoch.

@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..analysis import SWEEP, cosine_order, count_orientations
+from ..analysis import cosine_order, count_orientations
 from ..models import Tracker
 from ..plotting import cosine_panels, new_figure, styled
 from ._claims import ExperimentResult
@@ -131,7 +131,7 @@ def train_run(init: str, layer_norm: bool, seed: int, steps: int, out) -> dict:
     gen = torch.Generator().manual_seed(seed + 2000)
     shutil.rmtree(out, ignore_errors=True)  # this experiment's own record of an earlier call
     tracker = Tracker(model, every=max(1, steps // CHECKPOINTS), layers=_patterns(), out=out,
-                      snapshots=True, count_kwargs={"sweep": SWEEP})
+                      snapshots=True, count_kwargs={"band": True})
     for step in range(steps):
         idx = torch.randint(0, TRAIN_N, (BATCH,), generator=gen)
         loss = F.cross_entropy(model(x[idx]), y[idx])

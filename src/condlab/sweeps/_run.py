@@ -74,7 +74,7 @@ def summarize(run) -> dict[str, Any]:
 def summarize_many(runs: Sequence[Any]) -> list[dict[str, Any]]:
     """The table rows of trained runs (see docs/sweeps.md for the columns), one per run.
 
-    Line counts: ``count_orientations(w, sweep=()).n_lines`` (default thresholds, no sweep;
+    Line counts: ``count_orientations(w, band=False).n_lines`` (default knobs, no band;
     computed by ``count_lines_many``, the same count without the clusters, for all runs' layers
     of one shape at once) on each hidden layer's input weights (m, q) at the last snapshot
     inside the initial stage (``layerK_lines``, the epoch in ``lines_epoch``) and at the last

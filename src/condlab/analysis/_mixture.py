@@ -1,0 +1,316 @@
+"""The line counter's model: a mixture on the projective sphere, fitted to many layers at once.
+
+The active unit rows u of a layer (docs/analysis.md, "Counting orientations", states the method
+and every constant once) are a mixture of a uniform background and K axial components, each an
+angular central Gaussian (ACG) with an axis µ and a spread s; its density relative to uniform,
+
+    f(u; µ, s) = s^-(k-1) · (c² + (1 − c²)/s²)^(-k/2),    c = µ·u,
+
+is exactly that of x/‖x‖ for x ~ N(0, µµᵀ + s²(I − µµᵀ)) (Tyler 1987): a line with isotropic
+angular spread ≈ s per tangent dimension and polynomial tails, so a line keeps its tails.
+
+1. Seeds: density peaks of the rows (`seeds`), at most MAX_COMPONENTS.
+2. EM from the seeds until the log-likelihood per row moves less than TOL (`em`).
+3. Components with fewer than n_min rows (each row to its most likely component or the
+   background) are dropped; the others are grouped: two components whose members are not
+   separated along the great circle joining their axes (Ashman's D <= SEPARATION, computed on
+   each component's core rows, CORE x its median angle) belong to one group, transitively.
+4. A group is kept when giving its weight to the background loses more log-likelihood than
+   penalty x the BIC cost of its components, (k + 1)/2 · log(n) each (`group_loss`).
+5. If any component was dropped, EM restarts from the current state and 3-4 repeat.
+
+Everything is batched over a stack of same-shape layers: unit rows U (B, n, k) and their
+weights w (B, n) in {0, 1} (0: a negligible row or padding). Arrays are laid out (B, K, n),
+components before rows. The result of a layer does not depend on the other layers of its stack.
+Nothing of size n × n is built except the SEED_ROWS² cosines of the seed candidates.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+SEED_ROWS = 512  # seed candidates per layer (the first active rows, or evenly spaced ones)
+MAX_COMPONENTS = 12  # seeds per layer, at most
+PEAK_RATIO = 1.3  # a seed: every denser candidate is >= PEAK_RATIO x its kNN radius away
+S_MIN, S_MAX = 1e-3, 0.6  # bounds of the spread s (radians): duplicate rows keep f finite
+MAX_ITER, TOL = 300, 1e-6  # EM stops when the log-likelihood per row moves less than TOL
+SEPARATION = 4.5  # Ashman's D above which two components are two lines
+CORE = 4.0  # a component's rows farther than CORE x its median angle do not count in D
+
+
+@dataclass
+class Fit:
+    """A fitted stack. mu (B, K, k) axes, s (B, K) spreads, log_pi (B, K + 1) log weights
+    (column 0: the background; -inf: a dropped component), alive (B, K) kept components,
+    root (B, K) each kept component's group (its smallest component index; -1: dropped),
+    comp (B, n) each row's component (-1: background or inactive), loss (B, K) the
+    log-likelihood each group would lose (indexed by root), C (B, K, n) cosines rows-axes."""
+
+    mu: np.ndarray
+    s: np.ndarray
+    log_pi: np.ndarray
+    alive: np.ndarray
+    root: np.ndarray
+    comp: np.ndarray
+    loss: np.ndarray
+    C: np.ndarray
+
+
+def spread(n_active: np.ndarray, n: int, cap: int) -> np.ndarray:
+    """(B, min(n, cap)) row positions: all rows when n <= cap, else `cap` positions evenly spaced
+    over each layer's active rows (a prefix of the canonical order), or its first `cap` rows when
+    it has fewer active rows."""
+    if n <= cap:
+        return np.broadcast_to(np.arange(n), (len(n_active), n))
+    last = np.maximum(n_active - 1, cap - 1)[:, None]
+    return np.rint(np.linspace(0.0, 1.0, cap)[None, :] * last).astype(np.int64)
+
+
+def seeds(U: np.ndarray, w: np.ndarray, h: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seed rows (B, MAX_COMPONENTS) (-1: none) and their kNN radii (radians): the density peaks.
+
+    Candidates: the active rows among SEED_ROWS rows spread over the active ones (`spread`; U in
+    canonical order, active rows first). A candidate's density is its |cos| to its h-th nearest
+    other active candidate; it is a peak when every denser candidate (ties: the earlier one) is at
+    least PEAK_RATIO x its kNN radius away. Peaks are taken densest first.
+    """
+    pick = spread(w.sum(axis=1), U.shape[1], SEED_ROWS)
+    X = np.take_along_axis(U, pick[..., None], axis=1)
+    on = np.take_along_axis(w, pick, axis=1)
+    S = X.shape[1]
+    if S <= h:
+        return np.full((len(U), MAX_COMPONENTS), -1), np.zeros((len(U), MAX_COMPONENTS))
+    A = np.abs(X @ X.transpose(0, 2, 1))
+    np.minimum(A, 1.0, out=A)
+    A[~np.broadcast_to(on[:, None, :], A.shape)] = -1.0  # inactive candidates are nobody's neighbour
+    dens = -np.partition(-A, h, axis=2)[..., h]  # index 0 is the candidate itself (|cos| 1)
+    dens[~on] = -2.0
+    idx = np.arange(S)
+    tie = (dens[:, None, :] == dens[:, :, None]) & (idx < idx[:, None])
+    denser = (dens[:, None, :] > dens[:, :, None]) | tie  # [i, j]: j is denser than i
+    nearest = np.where(denser, A, -1.0).max(axis=2)  # |cos| to the nearest denser candidate
+    r = np.arccos(np.clip(dens, 0.0, 1.0))
+    peak = on & (dens >= 0) & (np.arccos(np.clip(nearest, -1.0, 1.0)) >= PEAK_RATIO * r)
+    order = np.argsort(np.where(peak, -dens, np.inf), axis=1, kind="stable")[:, :MAX_COMPONENTS]
+    ok = np.take_along_axis(peak, order, axis=1)
+    rows = np.take_along_axis(pick, order, axis=1)
+    out = np.full((len(U), MAX_COMPONENTS), -1)
+    radius = np.zeros((len(U), MAX_COMPONENTS))
+    out[:, : order.shape[1]] = np.where(ok, rows, -1)
+    radius[:, : order.shape[1]] = np.where(ok, np.take_along_axis(r, order, axis=1), 0.0)
+    return out, radius
+
+
+@dataclass
+class _E:
+    """One E-step: cosines C and q = c² + (1 − c²)/s² (B, K, n), responsibilities R (B, K, n)
+    and R0 (B, n) of the background, log p(u) (B, n)."""
+
+    C: np.ndarray
+    q: np.ndarray
+    R: np.ndarray
+    R0: np.ndarray
+    log_p: np.ndarray
+
+
+def e_step(UT: np.ndarray, mu: np.ndarray, log_s: np.ndarray, log_pi: np.ndarray, k: int) -> _E:
+    """Responsibilities of rows UT (B, k, n) under axes mu (B, K, k), log spreads (B, K) and log
+    weights (B, K + 1) (-inf: a dropped component; column 0: the background, density 1)."""
+    C = mu @ UT
+    C2 = C * C
+    inv = np.exp(-2.0 * log_s)[..., None]  # 1/s²
+    q = C2 * (1.0 - inv)
+    q += inv
+    L = np.log(q)
+    L *= -0.5 * k
+    L += (log_pi[:, 1:] - (k - 1) * log_s)[..., None]
+    top = np.maximum(L.max(axis=1), log_pi[:, :1])  # (B, n)
+    L -= top[:, None, :]
+    E = np.exp(L, out=L)
+    E0 = np.exp(log_pi[:, :1] - top)
+    Z = E.sum(axis=1)
+    Z += E0
+    E /= Z[:, None, :]
+    return _E(C, q, E, E0 / Z, top + np.log(Z))
+
+
+def _m_step(U: np.ndarray, w: np.ndarray, e: _E, mu: np.ndarray, log_s: np.ndarray, k: int):
+    """New (mu, log_s, log_pi): the weights' MLE, one power step for mu on the Tyler-weighted
+    scatter Σ R u uᵀ / q (it raises the likelihood), the fixed-point step for s."""
+    Rw = e.R * w[:, None, :]
+    N = Rw.sum(axis=2)
+    N0 = (e.R0 * w).sum(axis=1, keepdims=True)
+    Rw /= e.q
+    s_sum = (Rw * (1.0 - e.C * e.C)).sum(axis=2)
+    Rw *= e.C
+    new = Rw @ U
+    norm = np.linalg.norm(new, axis=2, keepdims=True)
+    live = N > 0
+    mu = np.where(live[..., None] & (norm > 0), new / np.maximum(norm, 1e-300), mu)
+    s2 = k / (k - 1) * s_sum / np.maximum(N, 1e-300)
+    log_s = np.where(live, 0.5 * np.log(np.clip(s2, S_MIN**2, S_MAX**2)), log_s)
+    with np.errstate(divide="ignore"):
+        total = np.maximum(N0 + N.sum(axis=1, keepdims=True), 1e-300)
+        log_pi = np.log(np.concatenate([N0, N], axis=1) / total)
+    return mu, log_s, log_pi
+
+
+def em(U, UT, w, mu, log_s, log_pi, k, layers):
+    """EM on the given layers until each one's log-likelihood per row moves less than TOL, or
+    MAX_ITER steps; mu, log_s, log_pi (B, K[, k]) are updated in place.
+
+    Work is compacted: only live components (the largest count among the layers) and, once a
+    quarter of them has converged, only the layers still moving. A converged layer keeps the
+    parameters of its converged step, so a layer's fit does not depend on its stack.
+    """
+    g = np.asarray(layers)
+    if g.size == 0:
+        return
+    live = np.isfinite(log_pi[g, 1:])
+    K = max(1, int(live.sum(axis=1).max()))
+    perm = np.argsort(~live, axis=1, kind="stable")[:, :K]  # live components first
+    n_act = np.maximum(w[g].sum(axis=1), 1.0)
+    Ug, UTg, wg = U[g], UT[g], w[g]
+    pm = np.take_along_axis(mu[g], perm[..., None], axis=1)
+    ps = np.take_along_axis(log_s[g], perm, axis=1)
+    pp = np.concatenate([log_pi[g, :1], np.take_along_axis(log_pi[g, 1:], perm, axis=1)], axis=1)
+    prev = np.full(len(g), -np.inf)
+    pos = np.arange(len(g))  # rows of the working arrays still iterating (into g)
+    for _ in range(MAX_ITER):
+        e = e_step(UTg, pm, ps, pp, k)
+        ll = (e.log_p * wg).sum(axis=1)
+        moving = np.abs(ll - prev) > TOL * n_act[pos]
+        new = _m_step(Ug, wg, e, pm, ps, k)
+        pm, ps, pp = (np.where(moving.reshape((-1,) + (1,) * (a.ndim - 1)), b, a)
+                      for a, b in zip((pm, ps, pp), new, strict=True))
+        prev = ll
+        if not moving.all():
+            done = ~moving
+            _put(mu, log_s, log_pi, g[pos[done]], perm[pos[done]], pm[done], ps[done], pp[done])
+            if moving.sum() < 0.75 * len(pos):
+                keep = np.flatnonzero(moving)
+                pos, Ug, UTg, wg = pos[keep], Ug[keep], UTg[keep], wg[keep]
+                pm, ps, pp, prev = pm[keep], ps[keep], pp[keep], prev[keep]
+            if pos.size == 0:
+                return
+    _put(mu, log_s, log_pi, g[pos], perm[pos], pm, ps, pp)
+
+
+def _put(mu, log_s, log_pi, layers, perm, pm, ps, pp) -> None:
+    """Write compacted parameters back into the (B, K) arrays."""
+    mu_l, ls_l, lp_l = mu[layers], log_s[layers], log_pi[layers, 1:]
+    np.put_along_axis(mu_l, perm[..., None], pm, axis=1)
+    np.put_along_axis(ls_l, perm, ps, axis=1)
+    np.put_along_axis(lp_l, perm, pp[:, 1:], axis=1)
+    mu[layers], log_s[layers] = mu_l, ls_l
+    log_pi[layers, 0], log_pi[layers, 1:] = pp[:, 0], lp_l
+
+
+def labels(e: _E, w: np.ndarray) -> np.ndarray:
+    """(B, n) each active row's most responsible component, -1 where the background is."""
+    comp = np.argmax(e.R, axis=1)
+    best = np.take_along_axis(e.R, comp[:, None, :], axis=1)[:, 0]
+    return np.where((best > e.R0) & w, comp, -1)
+
+
+def _core(cos_own: np.ndarray, comp: np.ndarray, K: int) -> np.ndarray:
+    """(B, K, n) float 0/1: rows of component j within CORE x the median angle of j's rows to its
+    axis (cos_own (B, 1, n): each row's |cos| to its own axis). One stray row of a heavy tail
+    would otherwise set the spread that the separation compares with."""
+    member = comp[:, None, :] == np.arange(K)[:, None]
+    angle = np.where(member, np.arccos(np.minimum(cos_own, 1.0)), np.inf)
+    mid = (member.sum(axis=2, keepdims=True) - 1) // 2
+    median = np.take_along_axis(np.sort(angle, axis=2), np.maximum(mid, 0), axis=2)
+    return (member & (angle <= CORE * np.maximum(median, S_MIN))).astype(float)
+
+
+def separation(C: np.ndarray, comp: np.ndarray, mu: np.ndarray, alive: np.ndarray) -> np.ndarray:
+    """Ashman's D (B, K, K) between components along the great circle joining their axes.
+
+    The core rows of component j have angles t along the circle from mu_j toward mu_l (each row's
+    sign turned toward mu_j: lines are axial); with the mean and variance of each component's
+    angles, D = |mean_l − mean_j| / sqrt((var_j + var_l) / 2). inf where a component is not
+    alive; 0 for coinciding axes.
+    """
+    K = mu.shape[1]
+    cos_mm = mu @ mu.transpose(0, 2, 1)
+    j = np.maximum(comp, 0)
+    cj = np.take_along_axis(C, j[:, None, :], axis=1)  # (B, 1, n): cos to the own axis
+    row_cos = np.take_along_axis(cos_mm, j[..., None], axis=1).transpose(0, 2, 1)  # (B, K, n): mu_j·mu_l
+    cd = np.abs(row_cos)
+    sd = np.sqrt(np.maximum(1.0 - cd * cd, 0.0))
+    x = np.abs(cj)
+    y = C * np.where(cj < 0, -1.0, 1.0) * np.where(row_cos < 0, -1.0, 1.0) - cd * x
+    t = np.arctan2(np.divide(y, sd, out=np.zeros_like(y), where=sd > 1e-12), x)  # (B, K, n)
+    member = _core(x, comp, K)  # (B, K, n)
+    t *= member.max(axis=1, keepdims=True)  # rows outside every core: 0
+    N = member.sum(axis=2)
+    Nn = np.maximum(N, 1.0)[..., None]
+    mean = (member @ t.transpose(0, 2, 1)) / Nn  # [j, l]: j's rows, from mu_j toward mu_l
+    var = np.maximum((member @ (t * t).transpose(0, 2, 1)) / Nn - mean * mean, 0.0)
+    d = np.arccos(np.minimum(np.abs(cos_mm), 1.0))
+    gap = np.abs(d - mean - mean.transpose(0, 2, 1))  # l's rows sit at d − (their mean toward j)
+    D = gap / np.sqrt(np.maximum(0.5 * (var + var.transpose(0, 2, 1)), S_MIN**2))
+    D[d < 1e-9] = 0.0
+    ok = alive & (N > 0)
+    D[~(ok[:, :, None] & ok[:, None, :])] = np.inf
+    return D
+
+
+def group_roots(D: np.ndarray, alive: np.ndarray) -> np.ndarray:
+    """(B, K) each alive component's group: the smallest component joined to it by a chain of
+    pairs with D <= SEPARATION (-1: not alive)."""
+    K = D.shape[1]
+    A = ((D <= SEPARATION) | np.eye(K, dtype=bool)).astype(float)
+    for _ in range(max(1, math.ceil(math.log2(K)))):  # after r squarings: chains of 2^r pairs
+        A = np.minimum(A @ A, 1.0)
+    return np.where(alive, np.argmax(A > 0, axis=2), -1)
+
+
+def group_loss(e: _E, log_pi: np.ndarray, w: np.ndarray, root: np.ndarray) -> np.ndarray:
+    """Log-likelihood lost (B, K) when the group rooted at each component gives its weight to the
+    background: Σ_i log p(u_i) − log p_(−g)(u_i), p_(−g) = p − Σ_(j∈g) π_j f_j + Σ_(j∈g) π_j."""
+    K = root.shape[1]
+    M = (root[:, :, None] == np.arange(K)).astype(float)  # (B, K components, K roots)
+    Rg = M.transpose(0, 2, 1) @ e.R  # (B, K roots, n)
+    pig = (np.exp(log_pi[:, None, 1:]) @ M)[:, 0]  # (B, K roots)
+    ratio = 1.0 - Rg + pig[..., None] * np.exp(-e.log_p)[:, None, :]
+    return -(np.log(np.maximum(ratio, 1e-300)) * w[:, None, :]).sum(axis=2)
+
+
+def fit(U: np.ndarray, w: np.ndarray, n_min: np.ndarray, h: int, penalty: np.ndarray) -> Fit:
+    """Fit the stack U (B, n, k) with active rows w (B, n), canonical order, active rows first.
+
+    n_min (B,): rows of the smallest component; h: the seeds' kNN rank; penalty (B,): factor on
+    the BIC cost. Steps 1-5 of the module docstring.
+    """
+    B, n, k = U.shape
+    UT = np.ascontiguousarray(U.transpose(0, 2, 1))
+    rows, r = seeds(U, w, h)
+    alive = rows >= 0
+    K = rows.shape[1]
+    mu = np.take_along_axis(U, np.maximum(rows, 0)[..., None], axis=1)
+    log_s = np.log(np.clip(r, S_MIN, S_MAX))
+    log_pi = np.where(np.concatenate([np.ones((B, 1), bool), alive], axis=1), 0.0, -np.inf)
+    log_pi -= np.log(1.0 + alive.sum(axis=1, keepdims=True))
+    cost = penalty * 0.5 * (k + 1) * np.log(np.maximum(w.sum(axis=1), 2.0))
+    layers = np.flatnonzero(alive.any(axis=1))
+    for _ in range(K + 1):
+        em(U, UT, w, mu, log_s, log_pi, k, layers)
+        e = e_step(UT, mu, log_s, log_pi, k)
+        comp = labels(e, w)
+        members = (comp[:, None, :] == np.arange(K)[:, None]).sum(axis=2)
+        big = alive & (members >= n_min[:, None])  # fewer rows: a collapse onto a few rows
+        root = group_roots(separation(e.C, comp, mu, big), big)
+        loss = group_loss(e, log_pi, w, root)
+        size = (root[:, :, None] == np.arange(K)).sum(axis=1)  # components per group
+        keep = big & np.take_along_axis(loss >= cost[:, None] * size, np.maximum(root, 0), axis=1)
+        layers = np.flatnonzero((keep != alive).any(axis=1))
+        if layers.size == 0:
+            break
+        alive = keep
+        log_pi[:, 1:][~alive] = -np.inf
+    return Fit(mu, np.exp(log_s), log_pi, alive, root, comp, loss, e.C)
