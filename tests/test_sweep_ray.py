@@ -13,8 +13,7 @@ node, with one CPU, trains every batch. It is a machine of its own as far as con
 concerned: it runs in its own mount namespace, where a private tmpfs lies over ``WORK/out``
 (what it writes there the driver never sees: "separate disks") and empty folders lie over
 condlab's source folders (it has no condlab: the executor ships its own, runtime_env
-py_modules; its line-count kernels then compile once, 40-60 s on a quiet 2-core machine, in
-the first test that trains). ``WORK/shared`` is seen by both nodes. The cluster requires Ray's
+py_modules). ``WORK/shared`` is seen by both nodes. The cluster requires Ray's
 auth token (left in ~/.ray by a local ``ray.init()``), which condlab must send unasked. An
 S3-compatible server (moto, in server mode) listens on 127.0.0.1 inside the namespace.
 Slow: ``make test-slow``; CI runs this file explicitly with CONDLAB_REQUIRE_RAY_TEST=1.
