@@ -12,7 +12,8 @@ angular spread ≈ s per tangent dimension and polynomial tails, so a line keeps
 1. Seeds: density peaks of the rows (`seeds`), at most MAX_COMPONENTS.
 2. EM from the seeds until the log-likelihood per row moves less than TOL (`em`).
 3. Components with fewer than n_min rows (each row to its most likely component or the
-   background) are dropped; the others are grouped: two components whose members are not
+   background) are dropped first, and EM restarts without them (step 2); then the others are
+   grouped: two components whose members are not
    separated along the great circle joining their axes (Ashman's D <= SEPARATION, computed on
    each component's core rows, CORE x its median angle) belong to one group, transitively.
 4. A group is kept when giving its weight to the background loses more log-likelihood than
@@ -93,7 +94,7 @@ def seeds(U: np.ndarray, w: np.ndarray, h: int) -> tuple[np.ndarray, np.ndarray]
     denser = (dens[:, None, :] > dens[:, :, None]) | tie  # [i, j]: j is denser than i
     nearest = np.where(denser, A, -1.0).max(axis=2)  # |cos| to the nearest denser candidate
     r = np.arccos(np.clip(dens, 0.0, 1.0))
-    peak = on & (dens >= 0) & (np.arccos(np.clip(nearest, -1.0, 1.0)) >= PEAK_RATIO * r)
+    peak = on & (dens >= 0) & (np.arccos(np.clip(nearest, -1.0, 1.0)) > PEAK_RATIO * r)
     order = np.argsort(np.where(peak, -dens, np.inf), axis=1, kind="stable")[:, :MAX_COMPONENTS]
     ok = np.take_along_axis(peak, order, axis=1)
     rows = np.take_along_axis(pick, order, axis=1)
@@ -298,7 +299,7 @@ def fit(U: np.ndarray, w: np.ndarray, n_min: np.ndarray, h: int, penalty: np.nda
     log_pi -= np.log(1.0 + alive.sum(axis=1, keepdims=True))
     cost = penalty * 0.5 * (k + 1) * np.log(np.maximum(w.sum(axis=1), 2.0))
     layers = np.flatnonzero(alive.any(axis=1))
-    for _ in range(K + 1):
+    for _ in range(2 * K + 2):
         em(U, UT, w, mu, log_s, log_pi, k, layers)
         e = e_step(UT, mu, log_s, log_pi, k)
         comp = labels(e, w)
@@ -307,7 +308,10 @@ def fit(U: np.ndarray, w: np.ndarray, n_min: np.ndarray, h: int, penalty: np.nda
         root = group_roots(separation(e.C, comp, mu, big), big)
         loss = group_loss(e, log_pi, w, root)
         size = (root[:, :, None] == np.arange(K)).sum(axis=1)  # components per group
-        keep = big & np.take_along_axis(loss >= cost[:, None] * size, np.maximum(root, 0), axis=1)
+        passed = big & np.take_along_axis(loss >= cost[:, None] * size, np.maximum(root, 0), axis=1)
+        # small components go first, and the fit restarts without them: a redundant copy of a
+        # line (a small component on the same rows) would otherwise take that line's loss away
+        keep = np.where((alive & ~big).any(axis=1, keepdims=True), big, passed)
         layers = np.flatnonzero((keep != alive).any(axis=1))
         if layers.size == 0:
             break
