@@ -183,7 +183,8 @@ def em(U, UT, w, mu, log_s, log_pi, k, layers):
     for _ in range(MAX_ITER):
         e = e_step(UTg, pm, ps, pp, k)
         ll = (e.log_p * wg).sum(axis=1)
-        moving = np.abs(ll - prev) > TOL * n_act[pos]
+        with np.errstate(invalid="ignore"):  # -inf - -inf: a degenerate layer stops (nan > x is False)
+            moving = np.abs(ll - prev) > TOL * n_act[pos]
         new = _m_step(Ug, wg, e, pm, ps, k)
         pm, ps, pp = (np.where(moving.reshape((-1,) + (1,) * (a.ndim - 1)), b, a)
                       for a, b in zip((pm, ps, pp), new, strict=True))

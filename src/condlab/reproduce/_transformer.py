@@ -30,6 +30,7 @@ small init (max c < 0.5; the prototype's finding).
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -146,8 +147,10 @@ def train_run(init: str, layer_norm: bool, seed: int, steps: int, out) -> dict:
               for name, g in h.groupby("layer", sort=False)}
     with torch.no_grad():
         acc = float((model(x).argmax(1) == y).float().mean())
+    snapshots = Path(out) / "snapshots"  # the Tracker's record holds the snapshots (issue 20)
+    snaps = {p.stem: np.load(p) for p in snapshots.glob("*.npy") if p.stem != "epochs"}
     return {"curves": curves, "loss": tracker.losses, "train_accuracy": acc,
-            "steps": tracker.snap_steps, "snaps": tracker.snaps}
+            "steps": np.load(snapshots / "epochs.npy").tolist(), "snaps": snaps}
 
 
 def _verdict(curve: tuple) -> dict:
