@@ -129,11 +129,15 @@ def e_step(UT: np.ndarray, mu: np.ndarray, log_s: np.ndarray, log_pi: np.ndarray
     L *= -0.5 * k
     L += (log_pi[:, 1:] - (k - 1) * log_s)[..., None]
     top = np.maximum(L.max(axis=1), log_pi[:, :1])  # (B, n)
+    # a row no component (background included) can explain (-inf everywhere: a degenerate
+    # stack entry) gets zero responsibilities instead of -inf - -inf = nan
+    top[~np.isfinite(top)] = 0.0
     L -= top[:, None, :]
     E = np.exp(L, out=L)
     E0 = np.exp(log_pi[:, :1] - top)
     Z = E.sum(axis=1)
     Z += E0
+    np.maximum(Z, np.finfo(Z.dtype).tiny, out=Z)
     E /= Z[:, None, :]
     return _E(C, q, E, E0 / Z, top + np.log(Z))
 
