@@ -39,6 +39,7 @@ PEAK_RATIO = 1.3  # a seed: every denser candidate is >= PEAK_RATIO x its kNN ra
 S_MIN, S_MAX = 1e-3, 0.6  # bounds of the spread s (radians): duplicate rows keep f finite
 MAX_ITER, TOL = 300, 1e-6  # EM stops when the log-likelihood per row moves less than TOL
 SEPARATION = 4.5  # Ashman's D above which two components are two lines
+MIN_LINE_DEG = 5.0  # axes closer than this are one line whatever D says (tight lines: sub-degree spreads)
 CORE = 4.0  # a component's rows farther than CORE x its median angle do not count in D
 
 
@@ -260,7 +261,7 @@ def separation(C: np.ndarray, comp: np.ndarray, mu: np.ndarray, alive: np.ndarra
     d = np.arccos(np.minimum(np.abs(cos_mm), 1.0))
     gap = np.abs(d - mean - mean.transpose(0, 2, 1))  # l's rows sit at d − (their mean toward j)
     D = gap / np.sqrt(np.maximum(0.5 * (var + var.transpose(0, 2, 1)), S_MIN**2))
-    D[d < 1e-9] = 0.0
+    D[d < math.radians(MIN_LINE_DEG)] = 0.0
     ok = alive & (N > 0)
     D[~(ok[:, :, None] & ok[:, None, :])] = np.inf
     return D
