@@ -44,19 +44,9 @@ def _majority(o) -> bool:
     return sum(c.share for c in o.lines) > 0.5
 
 
-TANH_ARC = pytest.mark.xfail(strict=True, reason=(
-    "disagrees with the paper's Figs. 5-6: at epoch 200 the counter reports the tanh neurons as "
-    "one arc 23-41 deg wide and no line on 10 of 10 seeds (an inconclusive bound), not one line"))
-
-
-XTANH_SPLIT = pytest.mark.xfail(strict=True, reason=(
-    "disagrees with Fig. 6 on 3 of 10 seeds (mixture counter of docs/analysis.md): the xtanh "
-    "neurons at epoch 200 hold the bound on 7 of 10; seeds 0 and 4 show 3 lines whose count "
-    "moves (3, 3, 2) over the band, seed 5 has 4 lines at every setting of the band"))
-
-
-@pytest.mark.parametrize("preset", [pytest.param("fig5", marks=TANH_ARC),
-                                    pytest.param("fig5-xtanh", marks=XTANH_SPLIT), "fig5-x2tanh"])
+# Under the cap counter (stop 16) fig5 tanh was "one arc 23-41 deg wide" and under the first
+# mixture counter fig5-xtanh split sub-degree lines: both were strict xfails; both hold now.
+@pytest.mark.parametrize("preset", ["fig5", "fig5-xtanh", "fig5-x2tanh"])
 def test_fig5_setting_condenses_on_at_most_p_lines_where_the_replay_does(preset):
     # Claim (Proposition 1; Fig. 6 at epoch 200): the neurons condense -- a majority on lines --
     # on at most p lines, each within ON_LINE_DEG of a line of the leading-order replay.
