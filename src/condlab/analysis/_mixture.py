@@ -38,6 +38,8 @@ MAX_COMPONENTS = 12  # seeds per layer, at most
 PEAK_RATIO = 1.3  # a seed: every denser candidate is >= PEAK_RATIO x its kNN radius away
 S_MIN, S_MAX = 1e-3, 0.6  # bounds of the spread s (radians): duplicate rows keep f finite
 MAX_ITER, TOL = 300, 1e-6  # EM stops when the log-likelihood per row moves less than TOL
+NEWTON_STEPS = 4  # Newton steps for s in each M-step (_spread)
+LOG_S_MIN = math.log(S_MIN)
 SEPARATION = 4.5  # Ashman's D above which two components are two lines
 MIN_LINE_DEG = 5.0  # axes closer than this are one line whatever D says (tight lines: sub-degree spreads)
 CORE = 4.0  # a component's rows farther than CORE x its median angle do not count in D
@@ -145,26 +147,44 @@ def e_step(UT: np.ndarray, mu: np.ndarray, log_s: np.ndarray, log_pi: np.ndarray
 
 def _m_step(U: np.ndarray, w: np.ndarray, e: _E, mu: np.ndarray, log_s: np.ndarray, k: int):
     """New (mu, log_s, log_pi): the weights' MLE, one power step for mu on the Tyler-weighted
-    scatter Σ R u uᵀ / q (it raises the likelihood), the fixed-point step for s."""
+    scatter Σ R u uᵀ / q (it raises the likelihood), then s maximizing the likelihood at the new
+    axes (`_spread`): each part raises the expected log-likelihood, so this is an ECM step."""
     Rw = e.R * w[:, None, :]
     N = Rw.sum(axis=2)
     N0 = (e.R0 * w).sum(axis=1, keepdims=True)
-    Rw /= e.q
-    s_sum = (Rw * (1.0 - e.C * e.C)).sum(axis=2)
-    Rw *= e.C
-    new = Rw @ U
+    new = (Rw / e.q * e.C) @ U
     norm = np.linalg.norm(new, axis=2, keepdims=True)
     live = N > 0
     mu = np.where(live[..., None] & (norm > 0), new / np.maximum(norm, 1e-300), mu)
-    s2 = k / (k - 1) * s_sum / np.maximum(N, 1e-300)
-    log_s = np.where(live, 0.5 * np.log(np.clip(s2, S_MIN**2, S_MAX**2)), log_s)
+    log_s = np.where(live, _spread(mu @ U.transpose(0, 2, 1), Rw, N, log_s, k), log_s)
     with np.errstate(divide="ignore"):
         total = np.maximum(N0 + N.sum(axis=1, keepdims=True), 1e-300)
         log_pi = np.log(np.concatenate([N0, N], axis=1) / total)
     return mu, log_s, log_pi
 
 
-def em(U, UT, w, mu, log_s, log_pi, k, layers):
+def _spread(C: np.ndarray, Rw: np.ndarray, N: np.ndarray, log_s: np.ndarray, k: int) -> np.ndarray:
+    """log s (B, K) maximizing Σ_i R_i log f(u_i; µ, s) at fixed axes (cosines C (B, K, n)).
+
+    In v = log(1/s²) the objective (k − 1)/2 · N v − k/2 · Σ R log(c² + (1 − c²) e^v) is concave,
+    so NEWTON_STEPS Newton steps from the current s (each at most 2 in v) reach the maximum to
+    rounding on these fits. The fixed-point step s² = k/(k − 1) · Σ R (1 − c²)/q / N has the same
+    maximum but approaches it with a rate near 1 on tight lines (hundreds of EM steps).
+    """
+    C2 = C * C
+    S2 = 1.0 - C2
+    v = -2.0 * log_s
+    lo, hi = -2.0 * math.log(S_MAX), -2.0 * math.log(S_MIN)
+    for _ in range(NEWTON_STEPS):
+        a = S2 * np.exp(v)[..., None]
+        a /= C2 + a  # share of each row's q from its distance to the axis, in [0, 1)
+        g = 0.5 * (k - 1) * N - 0.5 * k * (Rw * a).sum(axis=2)
+        h = 0.5 * k * (Rw * a * (1.0 - a)).sum(axis=2)  # minus the second derivative, >= 0
+        v = np.clip(v + np.clip(g / np.maximum(h, 1e-12), -2.0, 2.0), lo, hi)
+    return -0.5 * v
+
+
+def em(U, UT, w, mu, log_s, log_pi, k, layers, n_min):
     """EM on the given layers until each one's log-likelihood per row moves less than TOL, or
     MAX_ITER steps; mu, log_s, log_pi (B, K[, k]) are updated in place.
 
@@ -185,11 +205,19 @@ def em(U, UT, w, mu, log_s, log_pi, k, layers):
     pp = np.concatenate([log_pi[g, :1], np.take_along_axis(log_pi[g, 1:], perm, axis=1)], axis=1)
     prev = np.full(len(g), -np.inf)
     pos = np.arange(len(g))  # rows of the working arrays still iterating (into g)
-    for _ in range(MAX_ITER):
+    for step in range(MAX_ITER):
         e = e_step(UTg, pm, ps, pp, k)
         ll = (e.log_p * wg).sum(axis=1)
         with np.errstate(invalid="ignore"):  # -inf - -inf: a degenerate layer stops (nan > x is False)
             moving = np.abs(ll - prev) > TOL * n_act[pos]
+        # two axes within MIN_LINE_DEG: one line (step 3), and EM would only shift weight from one
+        # to the other for hundreds of steps; `fit` drops the lighter one and restarts
+        moving &= ~redundant(pm, pp).any(axis=1)
+        # a component collapsed onto fewer than n_min rows (s at its floor) is dropped by `fit`
+        # whatever EM does next: stop here rather than let the others converge around it (not on
+        # the seeds' state: their s and weights are guesses until one M-step has run)
+        collapsed = (ps <= LOG_S_MIN + 1e-9) & (np.exp(pp[:, 1:]) * n_act[pos, None] < n_min[g[pos], None])
+        moving &= ~(collapsed.any(axis=1) & (step > 0))
         new = _m_step(Ug, wg, e, pm, ps, k)
         pm, ps, pp = (np.where(moving.reshape((-1,) + (1,) * (a.ndim - 1)), b, a)
                       for a, b in zip((pm, ps, pp), new, strict=True))
@@ -214,6 +242,18 @@ def _put(mu, log_s, log_pi, layers, perm, pm, ps, pp) -> None:
     np.put_along_axis(lp_l, perm, pp[:, 1:], axis=1)
     mu[layers], log_s[layers] = mu_l, ls_l
     log_pi[layers, 0], log_pi[layers, 1:] = pp[:, 0], lp_l
+
+
+def redundant(mu: np.ndarray, log_pi: np.ndarray) -> np.ndarray:
+    """(B, K) components whose axis lies within MIN_LINE_DEG of a heavier live one (ties: the
+    lower index is heavier); mu (B, K, k), log_pi (B, K + 1) (-inf: dropped)."""
+    K = mu.shape[1]
+    lp = log_pi[:, 1:]
+    live = np.isfinite(lp)
+    close = np.abs(mu @ mu.transpose(0, 2, 1)) > math.cos(math.radians(MIN_LINE_DEG))
+    idx = np.arange(K)
+    heavier = (lp[:, None, :] > lp[:, :, None]) | ((lp[:, None, :] == lp[:, :, None]) & (idx < idx[:, None]))
+    return live & (close & heavier & live[:, None, :]).any(axis=2)
 
 
 def labels(e: _E, w: np.ndarray) -> np.ndarray:
@@ -306,11 +346,12 @@ def fit(U: np.ndarray, w: np.ndarray, n_min: np.ndarray, h: int, penalty: np.nda
     cost = penalty * 0.5 * (k + 1) * np.log(np.maximum(w.sum(axis=1), 2.0))
     layers = np.flatnonzero(alive.any(axis=1))
     for _ in range(2 * K + 2):
-        em(U, UT, w, mu, log_s, log_pi, k, layers)
+        em(U, UT, w, mu, log_s, log_pi, k, layers, n_min)
         e = e_step(UT, mu, log_s, log_pi, k)
         comp = labels(e, w)
         members = (comp[:, None, :] == np.arange(K)[:, None]).sum(axis=2)
         big = alive & (members >= n_min[:, None])  # fewer rows: a collapse onto a few rows
+        big &= ~redundant(mu, log_pi)  # a lighter copy of a line within MIN_LINE_DEG
         root = group_roots(separation(e.C, comp, mu, big), big)
         loss = group_loss(e, log_pi, w, root)
         size = (root[:, :, None] == np.arange(K)).sum(axis=1)  # components per group
