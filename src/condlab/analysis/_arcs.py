@@ -106,23 +106,21 @@ def chains(U: np.ndarray, row_group: np.ndarray, V: np.ndarray, live: np.ndarray
     N = M.sum(2)
     C = V[:, slots] @ U.transpose(0, 2, 1)  # (B, L, n)
     cos_gh = V[:, slots] @ V[:, slots].transpose(0, 2, 1)
-    cd = np.abs(cos_gh)
-    sd = np.sqrt(np.maximum(1.0 - cd * cd, 0.0))
-    cg = C[:, :, None, :]
-    ch = C[:, None, :, :] * np.where(cos_gh < 0, -1.0, 1.0)[..., None]
-    side = np.where(cg + ch < 0, -1.0, 1.0)
-    y = np.divide(ch - cd[..., None] * cg, sd[..., None], out=np.zeros(ch.shape), where=sd[..., None] > 1e-12)
-    x = side * cg
-    t = np.arctan2(side * y, x)  # (B, L, L, n): along the circle from g toward h
-    Mg, Mh = M[:, :, None, :], M[:, None, :, :]
-    Mu = np.maximum(Mg, Mh)
-    nu = np.maximum(Mu.sum(-1), 1.0)
-    big, small = 1e9, -1e9
-    hi_g = np.where(Mg > 0, t, small).max(-1)
-    lo_h = np.where(Mh > 0, t, big).min(-1)
-    span = np.where(Mu > 0, t, small).max(-1) - np.where(Mu > 0, t, big).min(-1)
-    gap_ok = lo_h - hi_g <= gap_bound(nu) * span
-    link = gap_ok & (N[:, :, None] > 0) & (N[:, None, :] > 0)
+    cd = np.minimum(np.abs(cos_gh), 1.0)
+    # Screen: g's members lie within r_g (their largest angle to g's axis) of t = 0 along the
+    # circle and h's within r_h of t = d, so the gap is >= d - R and the span <= d + R
+    # (R = r_g + r_h); pairs with d (1 - bound) > R (1 + bound) cannot pass the continuity test.
+    r = np.where(M > 0, np.arccos(np.minimum(np.abs(C), 1.0)), 0.0).max(axis=2)  # (B, L)
+    R = r[:, :, None] + r[:, None, :]
+    gb = gap_bound(N[:, :, None] + N[:, None, :])
+    d = np.arccos(cd)
+    cand = (d * (1.0 - gb) <= (1.0 + gb) * R * (1.0 + 1e-6) + 1e-9) & (N[:, :, None] > 0) & (N[:, None, :] > 0)
+    cand &= ~np.eye(len(slots), dtype=bool)
+    b, g, h = np.nonzero(cand)
+    link = np.zeros(cand.shape, dtype=bool)
+    if b.size:
+        link[b, g, h] = _gap_ok(C[b, g], C[b, h] * np.where(cos_gh[b, g, h] < 0, -1.0, 1.0)[:, None],
+                                cd[b, g, h], M[b, g], M[b, h])
     link |= link.transpose(0, 2, 1)
     A = (link | np.eye(len(slots), dtype=bool)).astype(float)
     for _ in range(max(1, math.ceil(math.log2(len(slots))))):
@@ -130,6 +128,23 @@ def chains(U: np.ndarray, row_group: np.ndarray, V: np.ndarray, live: np.ndarray
     first = slots[np.argmax(A > 0, axis=2)]  # (B, L)
     root[:, slots] = np.where(live[:, slots], first, -1)
     return root
+
+
+def _gap_ok(cg: np.ndarray, ch: np.ndarray, cd: np.ndarray, Mg: np.ndarray, Mh: np.ndarray) -> np.ndarray:
+    """(P,) whether, along the circle from axis g toward axis h, the gap between g's and h's
+    members passes the continuity test for their union: cosines of the rows to each axis cg, ch
+    (P, n) (h's sign turned toward g), |cos| between the axes cd (P,), memberships Mg, Mh (P, n)."""
+    sd = np.sqrt(np.maximum(1.0 - cd * cd, 0.0))[:, None]
+    side = np.where(cg + ch < 0, -1.0, 1.0)
+    y = np.divide(ch - cd[:, None] * cg, sd, out=np.zeros(ch.shape), where=sd > 1e-12)
+    t = np.arctan2(side * y, side * cg)  # along the circle from g toward h
+    Mu = np.maximum(Mg, Mh)
+    nu = np.maximum(Mu.sum(-1), 1.0)
+    big, small = 1e9, -1e9
+    hi_g = np.where(Mg > 0, t, small).max(-1)
+    lo_h = np.where(Mh > 0, t, big).min(-1)
+    span = np.where(Mu > 0, t, small).max(-1) - np.where(Mu > 0, t, big).min(-1)
+    return lo_h - hi_g <= gap_bound(nu) * span
 
 
 def find_arcs(U: np.ndarray, row_group: np.ndarray, axes: np.ndarray, live: np.ndarray):
