@@ -31,12 +31,12 @@ ARC_MIN_DEG = 20.0
 ARC_ANISOTROPY = 4.0
 ARC_ALPHA = 0.05
 GAP_ALPHA = 0.01
-POWER_STEPS = 20  # power iterations for a candidate's axis and main tangent direction
 
 
-def _unit(X: np.ndarray, fallback: np.ndarray) -> np.ndarray:
-    norm = np.linalg.norm(X, axis=-1, keepdims=True)
-    return np.where(norm > 0, X / np.maximum(norm, 1e-300), fallback)
+def _top(S: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    """Top eigenvectors (..., k) of the symmetric (..., k, k) S; `fallback` where S is 0."""
+    vec = np.linalg.eigh(S)[1][..., -1]
+    return np.where((np.abs(S).sum(axis=(-2, -1)) > 0)[..., None], vec, fallback)
 
 
 def gap_bound(n: np.ndarray) -> np.ndarray:
@@ -52,16 +52,12 @@ def band(X: np.ndarray, mask: np.ndarray, axis: np.ndarray) -> dict:
     P, n, k = X.shape
     M = mask.astype(float)
     XT = X.transpose(0, 2, 1)
-    V = axis[:, None, :]
-    for _ in range(POWER_STEPS):  # axis: top eigenvector of Σ u uᵀ over the members
-        V = _unit((M * (V @ XT)[:, 0])[:, None, :] @ X, V)
-    c = (V @ XT)[:, 0]  # (P, n)
-    far = np.argmax((1.0 - c * c) * M, axis=1)  # the member farthest from the axis
-    E = X[np.arange(P), far][:, None, :]
-    for _ in range(POWER_STEPS):  # main tangent direction: top eigenvector of the tangent scatter
-        E = E - (E * V).sum(-1, keepdims=True) * V
-        E = _unit((M * (E @ XT)[:, 0])[:, None, :] @ X, E)
-    E = _unit(E - (E * V).sum(-1, keepdims=True) * V, E)
+    S = (XT * M[:, None, :]) @ X  # (P, k, k) scatter of the members
+    V = _top(S, axis)  # the axis: top eigenvector of Σ u uᵀ
+    c = (X @ V[..., None])[..., 0]  # (P, n)
+    Q = np.eye(k) - V[:, :, None] * V[:, None, :]
+    E = _top(Q @ S @ Q, X[np.arange(P), np.argmax((1.0 - c * c) * M, axis=1)])  # main tangent direction
+    V, E = V[:, None, :], E[:, None, :]
     t = np.arctan2((E @ XT)[:, 0] * np.sign(c), np.abs(c)) * M
     count = M.sum(1)
     cnt = np.maximum(count, 1.0)
@@ -157,9 +153,7 @@ def find_arcs(U: np.ndarray, row_group: np.ndarray, axes: np.ndarray, live: np.n
     B, n, k = U.shape
     K = axes.shape[1]
     M = row_group[:, None, :] == np.arange(K)[:, None]  # (B, K, n)
-    V = axes
-    for _ in range(5):  # group axes, near enough for the chain screen
-        V = _unit((M * (V @ U.transpose(0, 2, 1))) @ U, V)
+    V = _top((U.transpose(0, 2, 1)[:, None] * M[:, :, None, :]) @ U[:, None], axes)  # group axes (B, K, k)
     chain = chains(U, row_group, V, live)
     arc, width = np.full((B, K), -1), np.zeros((B, K))
     n_in = np.zeros((B, K), int)

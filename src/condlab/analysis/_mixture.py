@@ -345,23 +345,37 @@ def fit(U: np.ndarray, w: np.ndarray, n_min: np.ndarray, h: int, penalty: np.nda
     log_pi -= np.log(1.0 + alive.sum(axis=1, keepdims=True))
     cost = penalty * 0.5 * (k + 1) * np.log(np.maximum(w.sum(axis=1), 2.0))
     layers = np.flatnonzero(alive.any(axis=1))
+    comp, root = np.full((B, n), -1), np.full((B, K), -1)
+    loss, C = np.zeros((B, K)), np.zeros((B, K, n))
+    sub = np.arange(B)  # the layers whose fit changed: the others keep their decisions
     for _ in range(2 * K + 2):
         em(U, UT, w, mu, log_s, log_pi, k, layers, n_min)
-        e = e_step(UT, mu, log_s, log_pi, k)
-        comp = labels(e, w)
-        members = (comp[:, None, :] == np.arange(K)[:, None]).sum(axis=2)
-        big = alive & (members >= n_min[:, None])  # fewer rows: a collapse onto a few rows
-        big &= ~redundant(mu, log_pi)  # a lighter copy of a line within MIN_LINE_DEG
-        root = group_roots(separation(e.C, comp, mu, big), big)
-        loss = group_loss(e, log_pi, w, root)
-        size = (root[:, :, None] == np.arange(K)).sum(axis=1)  # components per group
-        passed = big & np.take_along_axis(loss >= cost[:, None] * size, np.maximum(root, 0), axis=1)
-        # small components go first, and the fit restarts without them: a redundant copy of a
-        # line (a small component on the same rows) would otherwise take that line's loss away
-        keep = np.where((alive & ~big).any(axis=1, keepdims=True), big, passed)
-        layers = np.flatnonzero((keep != alive).any(axis=1))
+        comp[sub], root[sub], loss[sub], C[sub], keep = _decide(
+            UT[sub], w[sub], mu[sub], log_s[sub], log_pi[sub], alive[sub], n_min[sub], cost[sub], k)
+        changed = (keep != alive[sub]).any(axis=1)
+        layers = sub = sub[changed]
         if layers.size == 0:
             break
-        alive = keep
+        alive[layers] = keep[changed]
         log_pi[:, 1:][~alive] = -np.inf
-    return Fit(mu, np.exp(log_s), log_pi, alive, root, comp, loss, e.C)
+    return Fit(mu, np.exp(log_s), log_pi, alive, root, comp, loss, C)
+
+
+def _decide(UT, w, mu, log_s, log_pi, alive, n_min, cost, k):
+    """Steps 3-4 on converged layers: (comp, root, loss, C, keep) with keep (B, K) the components
+    that stay (all of `alive` but the small or redundant ones if there are any, else those of the
+    groups that pass the BIC test)."""
+    K = mu.shape[1]
+    e = e_step(UT, mu, log_s, log_pi, k)
+    comp = labels(e, w)
+    members = (comp[:, None, :] == np.arange(K)[:, None]).sum(axis=2)
+    big = alive & (members >= n_min[:, None])  # fewer rows: a collapse onto a few rows
+    big &= ~redundant(mu, log_pi)  # a lighter copy of a line within MIN_LINE_DEG
+    root = group_roots(separation(e.C, comp, mu, big), big)
+    loss = group_loss(e, log_pi, w, root)
+    size = (root[:, :, None] == np.arange(K)).sum(axis=1)  # components per group
+    passed = big & np.take_along_axis(loss >= cost[:, None] * size, np.maximum(root, 0), axis=1)
+    # small components go first, and the fit restarts without them: a redundant copy of a
+    # line (a small component on the same rows) would otherwise take that line's loss away
+    keep = np.where((alive & ~big).any(axis=1, keepdims=True), big, passed)
+    return comp, root, loss, e.C, keep
