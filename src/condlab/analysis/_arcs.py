@@ -79,9 +79,8 @@ def arc_test(b: dict, mask: np.ndarray, k: int) -> np.ndarray:
         ok &= b["sd"] >= ARC_ANISOTROPY * b["across"]
     for p in np.flatnonzero(ok):
         t = np.sort(b["t"][p][mask[p]])
-        flat = stats.kurtosistest(t, alternative="less").pvalue < ARC_ALPHA
-        span = t[-1] - t[0]
-        ok[p] = flat and np.diff(t).max() <= gap_bound(len(t)) * span
+        ok[p] = np.diff(t).max() <= gap_bound(len(t)) * (t[-1] - t[0])  # continuous; then flat:
+        ok[p] = ok[p] and stats.kurtosistest(t, alternative="less").pvalue < ARC_ALPHA
     return ok
 
 

@@ -79,7 +79,7 @@ def seeds(U: np.ndarray, w: np.ndarray, h: int) -> tuple[np.ndarray, np.ndarray]
     Candidates: the active rows among SEED_ROWS rows spread over the active ones (`spread`; U in
     canonical order, active rows first). A candidate's density is its |cos| to its h-th nearest
     other active candidate; it is a peak when every denser candidate (ties: the earlier one) is at
-    least PEAK_RATIO x its kNN radius away. Peaks are taken densest first.
+    least PEAK_RATIO x its kNN radius and MIN_LINE_DEG away. Peaks are taken densest first.
     """
     pick = spread(w.sum(axis=1), U.shape[1], SEED_ROWS)
     X = np.take_along_axis(U, pick[..., None], axis=1)
@@ -97,7 +97,9 @@ def seeds(U: np.ndarray, w: np.ndarray, h: int) -> tuple[np.ndarray, np.ndarray]
     denser = (dens[:, None, :] > dens[:, :, None]) | tie  # [i, j]: j is denser than i
     nearest = np.where(denser, A, -1.0).max(axis=2)  # |cos| to the nearest denser candidate
     r = np.arccos(np.clip(dens, 0.0, 1.0))
-    peak = on & (dens >= 0) & (np.arccos(np.clip(nearest, -1.0, 1.0)) > PEAK_RATIO * r)
+    # no seed within MIN_LINE_DEG of a denser candidate: such a pair is one line (step 3)
+    peak = on & (dens >= 0) & (np.arccos(np.clip(nearest, -1.0, 1.0))
+                               > np.maximum(PEAK_RATIO * r, math.radians(MIN_LINE_DEG)))
     order = np.argsort(np.where(peak, -dens, np.inf), axis=1, kind="stable")[:, :MAX_COMPONENTS]
     ok = np.take_along_axis(peak, order, axis=1)
     rows = np.take_along_axis(pick, order, axis=1)
