@@ -174,14 +174,17 @@ def _spread(C: np.ndarray, Rw: np.ndarray, N: np.ndarray, log_s: np.ndarray, k: 
     maximum but approaches it with a rate near 1 on tight lines (hundreds of EM steps).
     """
     C2 = C * C
-    S2 = 1.0 - C2
+    with np.errstate(divide="ignore", over="ignore"):  # a row at 90°: a = 1 below
+        x = np.minimum((1.0 - C2) / C2, 1e30)  # tan² of each row's angle to the axis
     v = -2.0 * log_s
     lo, hi = -2.0 * math.log(S_MAX), -2.0 * math.log(S_MIN)
     for _ in range(NEWTON_STEPS):
-        a = S2 * np.exp(v)[..., None]
-        a /= C2 + a  # share of each row's q from its distance to the axis, in [0, 1)
-        g = 0.5 * (k - 1) * N - 0.5 * k * (Rw * a).sum(axis=2)
-        h = 0.5 * k * (Rw * a * (1.0 - a)).sum(axis=2)  # minus the second derivative, >= 0
+        a = x * np.exp(v)[..., None]
+        a /= 1.0 + a  # share of each row's q from its distance to the axis, in [0, 1)
+        Ra = Rw * a
+        g1 = Ra.sum(axis=2)
+        g = 0.5 * (k - 1) * N - 0.5 * k * g1
+        h = 0.5 * k * (g1 - np.einsum("bkn,bkn->bk", Ra, a))  # minus the second derivative, >= 0
         v = np.clip(v + np.clip(g / np.maximum(h, 1e-12), -2.0, 2.0), lo, hi)
     return -0.5 * v
 
