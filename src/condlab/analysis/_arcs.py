@@ -155,40 +155,36 @@ def find_arcs(U: np.ndarray, row_group: np.ndarray, axes: np.ndarray, live: np.n
     V = _top((U.transpose(0, 2, 1)[:, None] * M[:, :, None, :]) @ U[:, None], axes)  # group axes (B, K, k)
     chain = chains(U, row_group, V, live)
     arc, width = np.full((B, K), -1), np.zeros((B, K))
-    n_in = np.zeros((B, K), int)
-    np.add.at(n_in, (np.nonzero(live)[0], np.maximum(chain[live], 0)), 1)
-    alone = live & (n_in[np.arange(B)[:, None], np.maximum(chain, 0)] == 1) & (M.sum(2) >= ARC_MIN_ROWS)
-    lay, grp = np.nonzero(alone)
-    if lay.size:  # groups chained to no other: one batched test
-        bnd = band(U[lay], M[lay, grp], V[lay, grp])
-        ok = arc_test(bnd, M[lay, grp], k)
-        arc[lay[ok], grp[ok]] = grp[ok]
-        width[lay[ok], grp[ok]] = np.degrees(math.sqrt(12.0) * bnd["sd"][ok])
-    for b, r in zip(*np.nonzero(live & (n_in > 1)), strict=True):  # chains: test, or cut and retest
-        for groups, wd in _settle(U[b], row_group[b], np.flatnonzero(live[b] & (chain[b] == r)), V[b], k):
-            arc[b, groups], width[b, groups[0]] = groups[0], wd
+    lay, root = np.nonzero(live & (chain == np.arange(K)))
+    todo = [(b, np.flatnonzero(live[b] & (chain[b] == r))) for b, r in zip(lay.tolist(), root.tolist(), strict=True)]
+    while todo:  # one batched test per level: a chain is an arc, or is cut and its parts tested next
+        todo = [(b, g) for b, g in todo if np.isin(row_group[b], g).sum() >= ARC_MIN_ROWS]
+        if not todo:
+            break
+        b = np.array([b for b, _ in todo])
+        mask = np.stack([np.isin(row_group[i], g) for i, g in todo])
+        bnd = band(U[b], mask, V[b, [g[0] for _, g in todo]])
+        ok = arc_test(bnd, mask, k)
+        parts = []
+        for i, (lb, groups) in enumerate(todo):
+            t = bnd["t"][i]
+            if ok[i] and (len(groups) == 1 or _flat_beats_lines(t, row_group[lb], groups)):
+                arc[lb, groups], width[lb, groups[0]] = groups[0], np.degrees(math.sqrt(12.0) * bnd["sd"][i])
+            elif len(groups) > 1:
+                parts += [(lb, part) for part in _cut(t, row_group[lb], groups)]
+        todo = parts
     return arc, width
 
 
-def _settle(X: np.ndarray, row_group: np.ndarray, groups: np.ndarray, V: np.ndarray, k: int):
-    """[(groups, width)] of the arcs in a chain of groups (rows X (n, k)): the chain if it is an arc,
-    else its two parts either side of the widest gap between its groups along its circle, in turn."""
-    mask = np.isin(row_group, groups)
-    if mask.sum() < ARC_MIN_ROWS:
-        return []
-    bnd = band(X[None], mask[None], V[groups[0]][None])
-    t = bnd["t"][0]
-    if arc_test(bnd, mask[None], k)[0] and (len(groups) == 1 or _flat_beats_lines(t, row_group, groups)):
-        return [(groups, float(np.degrees(math.sqrt(12.0) * bnd["sd"][0])))]
-    if len(groups) == 1:
-        return []
+def _cut(t: np.ndarray, row_group: np.ndarray, groups: np.ndarray) -> list[np.ndarray]:
+    """The two parts of a chain of groups either side of the widest gap between its groups along
+    its circle (angles t of the rows)."""
     lo = np.array([t[row_group == g].min() for g in groups])
     hi = np.array([t[row_group == g].max() for g in groups])
     order = np.argsort((lo + hi) / 2, kind="stable")
     gaps = lo[order][1:] - np.maximum.accumulate(hi[order])[:-1]
     cut = int(np.argmax(gaps)) + 1
-    return (_settle(X, row_group, np.sort(groups[order[:cut]]), V, k)
-            + _settle(X, row_group, np.sort(groups[order[cut:]]), V, k))
+    return [np.sort(groups[order[:cut]]), np.sort(groups[order[cut:]])]
 
 
 def _flat_beats_lines(t: np.ndarray, row_group: np.ndarray, groups: np.ndarray) -> bool:
