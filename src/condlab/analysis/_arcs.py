@@ -157,12 +157,13 @@ def find_arcs(U: np.ndarray, row_group: np.ndarray, axes: np.ndarray, live: np.n
     arc, width = np.full((B, K), -1), np.zeros((B, K))
     lay, root = np.nonzero(live & (chain == np.arange(K)))
     todo = [(b, np.flatnonzero(live[b] & (chain[b] == r))) for b, r in zip(lay.tolist(), root.tolist(), strict=True)]
+    size = M.sum(axis=2)  # (B, K) rows per group
     while todo:  # one batched test per level: a chain is an arc, or is cut and its parts tested next
-        todo = [(b, g) for b, g in todo if np.isin(row_group[b], g).sum() >= ARC_MIN_ROWS]
+        todo = [(b, g) for b, g in todo if size[b, g].sum() >= ARC_MIN_ROWS]
         if not todo:
             break
         b = np.array([b for b, _ in todo])
-        mask = np.stack([np.isin(row_group[i], g) for i, g in todo])
+        mask = np.stack([M[i, g].any(axis=0) for i, g in todo])
         bnd = band(U[b], mask, V[b, [g[0] for _, g in todo]])
         ok = arc_test(bnd, mask, k)
         parts = []
