@@ -38,7 +38,7 @@ MAX_COMPONENTS = 12  # seeds per layer, at most
 PEAK_RATIO = 1.3  # a seed: every denser candidate is >= PEAK_RATIO x its kNN radius away
 S_MIN, S_MAX = 1e-3, 0.6  # bounds of the spread s (radians): duplicate rows keep f finite
 MAX_ITER, TOL = 300, 1e-6  # EM stops when the log-likelihood per row moves less than TOL
-NEWTON_STEPS = 4  # Newton steps for s in each M-step (_spread)
+NEWTON_STEPS = 3  # Newton steps for s in each M-step (_spread)
 LOG_S_MIN = math.log(S_MIN)
 SEPARATION = 4.5  # Ashman's D above which two components are two lines
 MIN_LINE_DEG = 5.0  # axes closer than this are one line whatever D says (tight lines: sub-degree spreads)
