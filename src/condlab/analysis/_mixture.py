@@ -36,7 +36,7 @@ import numpy as np
 SEED_ROWS = 512  # seed candidates per layer (the first active rows, or evenly spaced ones)
 MAX_COMPONENTS = 12  # seeds per layer, at most
 PEAK_RATIO = 1.3  # a seed: every denser candidate is >= PEAK_RATIO x its kNN radius away
-S_MIN, S_MAX = 1e-3, 0.6  # bounds of the spread s (radians): duplicate rows keep f finite
+S_MIN, S_MAX = 1e-3, 0.26  # bounds of s (radians, 0.057-15 deg): duplicate rows keep f finite; wider is background
 MAX_ITER, TOL = 300, 1e-6  # EM stops when the log-likelihood per row moves less than TOL
 NEWTON_STEPS = 3  # Newton steps for s in each M-step (_spread)
 LOG_S_MIN = math.log(S_MIN)
