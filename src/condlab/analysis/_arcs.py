@@ -50,8 +50,8 @@ def gap_bound(n: np.ndarray) -> np.ndarray:
 
 def band(X: np.ndarray, mask: np.ndarray, axis: np.ndarray) -> dict:
     """Shape of P candidate row sets along their great circles: rows X (P, n, k), members mask
-    (P, n), start axes (P, k). Angles t (P, n) (radians, 0 off the mask), their std `sd`, rms
-    spread `across` per dimension, kurtosis, member count."""
+    (P, n), fallback axes (P, k) (for an empty set). Angles t (P, n) (radians, 0 off the mask),
+    their std `sd`, rms spread `across` per dimension, member count."""
     P, n, k = X.shape
     M = mask.astype(float)
     XT = X.transpose(0, 2, 1)
@@ -68,9 +68,8 @@ def band(X: np.ndarray, mask: np.ndarray, axis: np.ndarray) -> dict:
     m2 = (dev**2).sum(1) / cnt
     theta2 = np.arccos(np.minimum(np.abs(c), 1.0)) ** 2
     across2 = (np.maximum(theta2 - t * t, 0.0) * M).sum(1) / (cnt * max(k - 2, 1))
-    kurt = (dev**4).sum(1) / cnt / np.maximum(m2 * m2, 1e-300)
     return {"axis": V[:, 0], "along": E[:, 0], "t": t, "sd": np.sqrt(m2), "across": np.sqrt(across2),
-            "kurtosis": kurt, "count": count}
+            "count": count}
 
 
 def arc_test(b: dict, mask: np.ndarray, k: int) -> np.ndarray:
@@ -124,7 +123,8 @@ def chains(U: np.ndarray, row_group: np.ndarray, V: np.ndarray, live: np.ndarray
     R = r[:, :, None] + r[:, None, :]
     gb = gap_bound(N[:, :, None] + N[:, None, :])
     d = np.arccos(cd)
-    cand = (d * (1.0 - gb) <= (1.0 + gb) * R * (1.0 + 1e-6) + 1e-9) & (N[:, :, None] > 0) & (N[:, None, :] > 0)
+    cand = d * (1.0 - gb) <= (1.0 + gb) * R * (1.0 + 1e-6) + 1e-9
+    cand &= (N[:, :, None] > 0) & (N[:, None, :] > 0)
     cand &= ~np.eye(len(slots), dtype=bool)
     b, g, h = np.nonzero(cand)
     link = np.zeros(cand.shape, dtype=bool)
@@ -171,7 +171,8 @@ def find_arcs(U: np.ndarray, row_group: np.ndarray, axes: np.ndarray, live: np.n
     chain = chains(U, row_group, V, live)
     arc, width = np.full((B, K), -1), np.zeros((B, K))
     lay, root = np.nonzero(live & (chain == np.arange(K)))
-    todo = [(b, np.flatnonzero(live[b] & (chain[b] == r))) for b, r in zip(lay.tolist(), root.tolist(), strict=True)]
+    todo = [(b, np.flatnonzero(live[b] & (chain[b] == r)))
+            for b, r in zip(lay.tolist(), root.tolist(), strict=True)]
     size = M.sum(axis=2)  # (B, K) rows per group
     while todo:  # one batched test per level: a chain is an arc, or is cut and its parts tested next
         todo = [(b, g) for b, g in todo if size[b, g].sum() >= ARC_MIN_ROWS]

@@ -9,10 +9,13 @@ angular central Gaussian (ACG) with an axis µ and a spread s; its density relat
 is exactly that of x/‖x‖ for x ~ N(0, µµᵀ + s²(I − µµᵀ)) (Tyler 1987): a line with isotropic
 angular spread ≈ s per tangent dimension and polynomial tails, so a line keeps its tails.
 
-1. Seeds: density peaks of the rows (`seeds`), at most MAX_COMPONENTS.
-2. EM from the seeds until the log-likelihood per row moves less than TOL (`em`).
+1. Seeds: density peaks of the rows (`seeds`), at most MAX_COMPONENTS, MIN_LINE_DEG apart.
+2. EM from the seeds (ECM steps: `_m_step`) until the log-likelihood per row moves less than
+   TOL (`em`), or until two axes come within MIN_LINE_DEG or a component collapses onto fewer
+   than n_min rows (step 3 drops those whatever EM does next).
 3. Components with fewer than n_min rows (each row to its most likely component or the
-   background) are dropped first, and EM restarts without them (step 2); then the others are
+   background), and the lighter of two within MIN_LINE_DEG, are dropped first, and EM restarts
+   without them (step 2); then the others are
    grouped: two components whose members are not
    separated along the great circle joining their axes (Ashman's D <= SEPARATION, computed on
    each component's core rows, CORE x its median angle) belong to one group, transitively.
@@ -36,7 +39,7 @@ import numpy as np
 SEED_ROWS = 512  # seed candidates per layer (the first active rows, or evenly spaced ones)
 MAX_COMPONENTS = 12  # seeds per layer, at most
 PEAK_RATIO = 1.3  # a seed: every denser candidate is >= PEAK_RATIO x its kNN radius away
-S_MIN, S_MAX = 1e-3, 0.26  # bounds of s (radians, 0.057-15 deg): duplicate rows keep f finite; wider is background
+S_MIN, S_MAX = 1e-3, 0.26  # bounds of s (radians, 0.057-15 deg): f stays finite; broader is background
 MAX_ITER, TOL = 300, 1e-6  # EM stops when the log-likelihood per row moves less than TOL
 NEWTON_STEPS = 3  # Newton steps for s in each M-step (_spread)
 LOG_S_MIN = math.log(S_MIN)
