@@ -167,7 +167,11 @@ def find_arcs(U: np.ndarray, row_group: np.ndarray, axes: np.ndarray, live: np.n
     B, n, k = U.shape
     K = axes.shape[1]
     M = row_group[:, None, :] == np.arange(K)[:, None]  # (B, K, n)
-    V = _top((U.transpose(0, 2, 1)[:, None] * M[:, :, None, :]) @ U[:, None], axes)  # group axes (B, K, k)
+    V = axes.copy()  # group axes (B, K, k): top eigenvectors of the members' scatter, live groups only
+    lay, grp = np.nonzero(live)
+    if lay.size:
+        X = U[lay]  # (G, n, k)
+        V[lay, grp] = _top((X.transpose(0, 2, 1) * M[lay, grp][:, None, :]) @ X, axes[lay, grp])
     chain = chains(U, row_group, V, live)
     arc, width = np.full((B, K), -1), np.zeros((B, K))
     lay, root = np.nonzero(live & (chain == np.arange(K)))
