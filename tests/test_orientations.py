@@ -120,6 +120,33 @@ def test_count_lines_equals_the_single_count_of_count_orientations():
     assert count_lines_many(layers[::-1], threads=2) == want[::-1]
 
 
+def clumps(seed: int, m: int = 50, k: int = 6) -> np.ndarray:
+    """A trained-like layer: clumps of 2-12 rows with sub-degree spreads, random signs, the rest
+    scattered (layers of one shape but different structures: padded components in a batch)."""
+    rng = np.random.default_rng(seed)
+    rows, left = [], m
+    while left > 4:
+        n = int(min(left, rng.integers(2, 13)))
+        mu = rng.standard_normal(k)
+        rows.append(mu / np.linalg.norm(mu) + np.radians(rng.uniform(0.05, 0.5)) * rng.standard_normal((n, k)))
+        left -= n
+    W = np.concatenate(rows + [rng.standard_normal((left, k))])
+    return W * rng.choice([-1.0, 1.0], size=(m, 1)) * rng.uniform(1.0, 2.0, size=(m, 1))
+
+
+def test_a_layer_counts_the_same_alone_and_in_any_batch_of_its_shape():
+    # claim: count_lines_many and count_orientations_many give each layer of a same-shape stack
+    # exactly its own count_orientations(band=False), in any order (layers with fewer components
+    # than others of the batch are padded inside the fit; the padding must not matter)
+    from condlab.analysis import count_orientations_many
+
+    S = np.stack([clumps(seed) for seed in range(24)])
+    alone = [count_orientations(W, band=False) for W in S]
+    assert count_lines_many(S) == [o.n_lines for o in alone]
+    assert count_lines_many(S[::-1])[::-1] == [o.n_lines for o in alone]
+    assert [o.to_dict() for o in count_orientations_many(S)] == [o.to_dict() for o in alone]
+
+
 def test_the_band_and_its_keys():
     # claim: the band repeats the count at penalty x {2/3, 1, 3/2} and MADs c - 1, c, c + 1
     o = count_orientations(three_lines(4), penalty=1.5, negligible_mads=5.0)

@@ -29,6 +29,7 @@ _EXPORTS = {
     "count_lines": "._line_counts",
     "count_lines_many": "._line_counts",
     "count_orientations": "._orientations",
+    "count_orientations_many": "._orientations",
     "default_epoch": "._report",
     "effective_rank": "._reduce",
     "effective_residual": "._theory",
@@ -46,7 +47,8 @@ _EXPORTS = {
 __all__ = [
     "Cluster", "LayerReport", "ModelRank", "Orientations", "Prediction", "RankTrace", "Reduction",
     "RunAnalysis", "analyze_layer", "analyze_run", "cosine_matrix", "cosine_order",
-    "count_orientations", "default_epoch", "effective_rank", "effective_residual", "line_angles",
+    "count_orientations", "count_orientations_many", "default_epoch", "effective_rank", "effective_residual",
+    "line_angles",
     "model_rank", "output_direction", "predict_lines", "rank_over_snapshots", "reduce",
 ]
 

@@ -224,7 +224,8 @@ def em(U, UT, w, mu, log_s, log_pi, k, layers, n_min):
         # a component collapsed onto fewer than n_min rows (s at its floor) is dropped by `fit`
         # whatever EM does next: stop here rather than let the others converge around it (not on
         # the seeds' state: their s and weights are guesses until one M-step has run)
-        collapsed = (ps <= LOG_S_MIN + 1e-9) & (np.exp(pp[:, 1:]) * n_act[pos, None] < n_min[g[pos], None])
+        collapsed = np.isfinite(pp[:, 1:]) & (ps <= LOG_S_MIN + 1e-9)  # a padding column is no component
+        collapsed &= np.exp(pp[:, 1:]) * n_act[pos, None] < n_min[g[pos], None]
         moving &= ~(collapsed.any(axis=1) & (step > 0))
         new = _m_step(Ug, wg, e, pm, ps, k)
         pm, ps, pp = (np.where(moving.reshape((-1,) + (1,) * (a.ndim - 1)), b, a)

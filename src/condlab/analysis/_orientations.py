@@ -132,15 +132,43 @@ def count_orientations(
     st = structures(np.broadcast_to(W, (len(knobs),) + W.shape),
                     np.array([p for p, _ in knobs]), np.array([c for _, c in knobs]), min_share)
     found = {kn: (int(st.n_lines[i]), int(st.n_arcs[i])) for i, kn in enumerate(knobs)}
-    by_pen = {p: found[(p, negligible_mads)] for p in sorted({p for p, c in knobs if c == negligible_mads})}
-    by_mads = {c: found[(penalty, c)] for c in sorted({c for p, c in knobs if p == penalty})}
-    lines, directions, arcs, scattered = _clusters(W, st)
+    return _result(W, st, 0, found, penalty, negligible_mads, min_share)
+
+
+def count_orientations_many(
+    layers: Any,
+    *,
+    penalty: float = PENALTY,
+    negligible_mads: float = NEGLIGIBLE_MADS,
+    min_share: float = MIN_SHARE,
+) -> list[Orientations]:
+    """``[count_orientations(W, band=False, ...) for W in layers]`` for same-shape layers (B, m, k),
+    fitted in one batched call (the report's heat-map frames, a Tracker's history)."""
+    _check(penalty, negligible_mads, min_share)
+    if len(layers) == 0:
+        return []
+    if not (isinstance(layers, np.ndarray) or hasattr(layers, "detach")):  # a list of (m, k) layers
+        layers = np.stack([W.detach().cpu().double().numpy() if hasattr(W, "detach") else np.asarray(W, float)
+                           for W in layers])
+    S = as_stack(layers)
+    st = structures(S, np.full(len(S), penalty), np.full(len(S), negligible_mads), min_share)
+    knob = (penalty, negligible_mads)
+    return [_result(S[b], st, b, {knob: (int(st.n_lines[b]), int(st.n_arcs[b]))}, penalty, negligible_mads,
+                    min_share) for b in range(len(S))]
+
+
+def _result(W: np.ndarray, st, b: int, found: dict, penalty: float, negligible_mads: float,
+            min_share: float) -> Orientations:
+    """The Orientations of layer b of st; found: (n_lines, n_arcs) per (penalty, mads) knob of its band."""
+    by_pen = {p: found[(p, negligible_mads)] for p in sorted({p for p, c in found if c == negligible_mads})}
+    by_mads = {c: found[(penalty, c)] for c in sorted({c for p, c in found if p == penalty})}
+    lines, directions, arcs, scattered = _clusters(W, st, b)
     m = W.shape[0]
     params = {
         "penalty": float(penalty), "negligible_mads": float(negligible_mads),
         "negligible_min_ratio": NEGLIGIBLE_MIN_RATIO, "min_share": float(min_share), "min_rows": MIN_ROWS,
-        "n_min": int(st.n_min[0]), "m": int(m), "m_active": int(st.active[0].sum()),
-        "fit_rows": int(len(st.fitted[0])), "band_penalties": [float(p) for p in by_pen],
+        "n_min": int(st.n_min[b]), "m": int(m), "m_active": int(st.active[b].sum()),
+        "fit_rows": int(len(st.fitted[b])), "band_penalties": [float(p) for p in by_pen],
         "band_mads": [float(c) for c in by_mads], "seed_rows": _mixture.SEED_ROWS,
         "max_components": _mixture.MAX_COMPONENTS, "separation": _mixture.SEPARATION,
         "arc_min_rows": _arcs.ARC_MIN_ROWS, "arc_min_deg": _arcs.ARC_MIN_DEG, "max_fit_rows": FIT_ROWS,
@@ -150,30 +178,30 @@ def count_orientations(
     }
     return Orientations(
         n_lines=len(lines), n_directions=len(directions), lines=tuple(lines), directions=tuple(directions),
-        scattered=scattered, negligible=np.flatnonzero(~st.active[0]).astype(np.int64),
+        scattered=scattered, negligible=np.flatnonzero(~st.active[b]).astype(np.int64),
         counts_by_threshold={p: n for p, (n, _) in by_pen.items()}, stable=len(set(found.values())) <= 1,
         params=params, arcs=tuple(arcs), arcs_by_threshold={p: a for p, (_, a) in by_pen.items()},
         counts_by_amplitude={c: n for c, (n, _) in by_mads.items()},
     )
 
 
-def _row_groups(W: np.ndarray, st) -> np.ndarray:
-    """(m,) the kept group (root component) of each row of layer 0 of st, -1: none.
+def _row_groups(W: np.ndarray, st, b: int = 0) -> np.ndarray:
+    """(m,) the kept group (root component) of each row of layer b of st, -1: none.
 
     Up to FIT_ROWS rows the fit's own labels; beyond, every active row is labelled by the fitted
     mixture (one E-step over all rows)."""
-    f, order, m = st.fit, st.order[0], W.shape[0]
-    if len(st.fitted[0]) == m:
-        comp = f.comp[0]  # labels of the rows in canonical order
+    f, order, m = st.fit, st.order[b], W.shape[0]
+    if len(st.fitted[b]) == m:
+        comp = f.comp[b]  # labels of the rows in canonical order
     else:
-        n_act = int(st.active[0].sum())
+        n_act = int(st.active[b].sum())
         U, _ = unit_rows(W[order[:n_act]])
         UT = np.ascontiguousarray(U.T)[None]
-        e = _mixture.e_step(UT, f.mu[:1], np.log(f.s[:1]), f.log_pi[:1], W.shape[1])
+        e = _mixture.e_step(UT, f.mu[b:b + 1], np.log(f.s[b:b + 1]), f.log_pi[b:b + 1], W.shape[1])
         comp = np.full(m, -1)
         comp[:n_act] = _mixture.labels(e, np.ones((1, n_act), bool))[0]
     out = np.empty(m, dtype=np.int64)
-    out[order] = np.where(comp >= 0, f.root[0][np.maximum(comp, 0)], -1)
+    out[order] = np.where(comp >= 0, f.root[b][np.maximum(comp, 0)], -1)
     return out
 
 
@@ -186,13 +214,13 @@ def _cluster(U: np.ndarray, members: np.ndarray, ref: np.ndarray, m: int, width:
     return Cluster(np.sort(members), mean, len(members) / m, float(np.abs(X @ mean).mean()), width)
 
 
-def _clusters(W: np.ndarray, st):
-    """(lines, directions, arcs, scattered) of layer 0 of st, members as row indices of W."""
+def _clusters(W: np.ndarray, st, b: int = 0):
+    """(lines, directions, arcs, scattered) of layer b of st, members as row indices of W."""
     m = W.shape[0]
     U, _ = unit_rows(W)
     U = np.nan_to_num(U)
-    group = _row_groups(W, st)
-    live, arc, mu = st.live[0], st.arc[0], st.fit.mu[0]
+    group = _row_groups(W, st, b)
+    live, arc, mu = st.live[b], st.arc[b], st.fit.mu[b]
     # largest first; ties by component index, which (like everything in the fit) follows the
     # canonical order, so that a permutation of the rows keeps the order of the clusters
     lines = [_cluster(U, np.flatnonzero(group == g), mu[g], m)
@@ -201,9 +229,9 @@ def _clusters(W: np.ndarray, st):
     arc_ids = sorted(set(arc[live & (arc >= 0)].tolist()),
                      key=lambda a: -np.isin(group, np.flatnonzero(live & (arc == a))).sum())
     arcs = [_cluster(U, np.flatnonzero(np.isin(group, np.flatnonzero(live & (arc == a)))), mu[a], m,
-                     float(st.width[0, a])) for a in arc_ids]
+                     float(st.width[b, a])) for a in arc_ids]
     directions = []
-    n_min = int(st.n_min[0])
+    n_min = int(st.n_min[b])
     for line in lines:
         side = U[line.members] @ line.mean
         for part in (line.members[side > 0], line.members[side < 0]):
@@ -213,7 +241,7 @@ def _clusters(W: np.ndarray, st):
                 directions.append(Cluster(part, mean, len(part) / m, float(np.abs(U[part] @ mean).mean())))
     directions.sort(key=lambda c: -c.share)  # stable: ties keep the line order
     taken = [c.members for c in lines + arcs]
-    active = np.flatnonzero(st.active[0])
+    active = np.flatnonzero(st.active[b])
     scattered = np.setdiff1d(active, np.concatenate(taken) if taken else np.zeros(0, np.int64))
     return lines, directions, arcs, scattered.astype(np.int64)
 

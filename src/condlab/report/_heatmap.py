@@ -25,7 +25,7 @@ from functools import cache
 
 import numpy as np
 
-from ..analysis import cosine_matrix, cosine_order, count_orientations
+from ..analysis import Orientations, cosine_matrix, cosine_order, count_orientations, count_orientations_many
 from ..models import heatmap_rows
 from ._html import Ids, data_uri, esc
 
@@ -66,13 +66,15 @@ def png(D: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def frame_svg(W: np.ndarray, label: str = "") -> tuple[str, str]:
-    """(SVG of one map, the count in words) for weights W (m, k): sampled, ordered, lines outlined."""
+def frame_svg(W: np.ndarray, label: str = "", orientations: Orientations | None = None) -> tuple[str, str]:
+    """(SVG of one map, the count in words) for weights W (m, k): sampled, ordered, lines outlined.
+
+    `orientations`: the count of the sampled rows (`shown_rows(W)`), if already made."""
     if W.shape[0] == 0:
         return "<p class='clr-note'>no rows</p>", "no rows"
-    sub = np.asarray(W)[heatmap_rows(W.shape[0], MAX_ROWS)]
+    sub = shown_rows(W)
     n = len(sub)
-    o = count_orientations(sub, band=False)
+    o = orientations if orientations is not None else count_orientations(sub, band=False)
     order = cosine_order(sub, o)
     group = np.full(n, -1, dtype=np.int64)
     for k, c in enumerate(tuple(o.lines) + tuple(o.arcs)):
@@ -101,6 +103,24 @@ def frame_svg(W: np.ndarray, label: str = "") -> tuple[str, str]:
     return svg, count + sampled
 
 
+def shown_rows(W: np.ndarray) -> np.ndarray:
+    """The rows of W (m, k) that a map shows (`heatmap_rows`)."""
+    return np.asarray(W)[heatmap_rows(W.shape[0], MAX_ROWS)]
+
+
+def _frame_counts(frames: list[np.ndarray]) -> list[Orientations | None]:
+    """The count of each frame's sampled rows, frames of one shape fitted in one batched call."""
+    out: list[Orientations | None] = [None] * len(frames)
+    shapes: dict[tuple[int, ...], list[int]] = {}
+    for i, W in enumerate(frames):
+        if W.shape[0]:
+            shapes.setdefault(shown_rows(W).shape, []).append(i)
+    for index in shapes.values():
+        for i, o in zip(index, count_orientations_many([shown_rows(frames[i]) for i in index]), strict=True):
+            out[i] = o
+    return out
+
+
 def frame_epochs(epochs: Sequence[int], keep: Sequence[int] = (), layers: int = 1) -> list[int]:
     """The snapshot epochs a slider shows: all, or at most MAX_FRAMES (FRAME_BUDGET over all
     `layers`) evenly spaced, the first, the last and `keep` among them."""
@@ -115,8 +135,9 @@ def frame_epochs(epochs: Sequence[int], keep: Sequence[int] = (), layers: int = 
 def viewer(ids: Ids, title: str, frames: list[tuple[int, np.ndarray, str]], start: int) -> str:
     """A slider over one layer's maps: frames (epoch, W, extra note); `start` is shown first."""
     parts, position = [], 0
+    counts = _frame_counts([W for _, W, _ in frames])
     for i, (epoch, W, note) in enumerate(frames):
-        svg, count = frame_svg(W)
+        svg, count = frame_svg(W, orientations=counts[i])
         label = f"epoch {epoch}: {count}" + (f" ({note})" if note else "")
         parts.append(f'<figure class="clr-frame" data-epoch="{epoch}" data-label="{esc(label)}"'
                      f'{"" if epoch == start else " hidden"}>{svg}</figure>')
