@@ -25,9 +25,9 @@ help do not pay for torch and sympy.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ._lazy import exports
 from ._version import __version__
 
 # public name -> the subpackage that exports it
@@ -96,15 +96,4 @@ _SUBMODULES = ("activations", "analysis", "embed", "models", "phase", "plotting"
                "reproduce", "sweeps", "training")
 
 
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        return importlib.import_module(f".{name}", __name__)
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'condlab' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_PUBLIC, *_SUBMODULES})
+__getattr__, __dir__ = exports(__name__, _PUBLIC, _SUBMODULES)

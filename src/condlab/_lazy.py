@@ -14,11 +14,15 @@ from collections.abc import Callable
 from typing import Any
 
 
-def exports(package: str, table: dict[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """Module ``__getattr__`` and ``__dir__`` for `package`, resolving names through `table`."""
+def exports(package: str, table: dict[str, str], submodules: tuple[str, ...] = ()
+            ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """Module ``__getattr__`` and ``__dir__`` for `package`, resolving names through `table`;
+    `submodules` are its public subpackages, imported on first use (``condlab.embed``)."""
     namespace = sys.modules[package].__dict__
 
     def __getattr__(name: str) -> Any:
+        if name in submodules:
+            return importlib.import_module(f".{name}", package)
         if name not in table:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(table[name], package), name)
@@ -26,6 +30,6 @@ def exports(package: str, table: dict[str, str]) -> tuple[Callable[[str], Any], 
         return value
 
     def __dir__() -> list[str]:
-        return sorted({*namespace, *table})
+        return sorted({*namespace, *table, *submodules})
 
     return __getattr__, __dir__
