@@ -43,6 +43,7 @@ S_MIN, S_MAX = 1e-3, 0.26  # bounds of s (radians, 0.057-15 deg): f stays finite
 MAX_ITER, TOL = 300, 1e-6  # EM stops when the log-likelihood per row moves less than TOL
 NEWTON_STEPS = 3  # Newton steps for s in each M-step (_spread)
 LOG_S_MIN = math.log(S_MIN)
+COMPACT = 0.75  # EM drops its converged layers from the work once fewer than this share still move
 SEPARATION = 4.5  # Ashman's D above which two components are two lines
 MIN_LINE_DEG = 5.0  # axes closer than this are one line whatever D says (tight lines: sub-degree spreads)
 CORE = 4.0  # a component's rows farther than CORE x its median angle do not count in D
@@ -234,7 +235,7 @@ def em(U, UT, w, mu, log_s, log_pi, k, layers, n_min):
         if not moving.all():
             done = ~moving
             _put(mu, log_s, log_pi, g[pos[done]], perm[pos[done]], pm[done], ps[done], pp[done])
-            if moving.sum() < 0.75 * len(pos):
+            if moving.sum() < COMPACT * len(pos):
                 keep = np.flatnonzero(moving)
                 pos, Ug, UTg, wg = pos[keep], Ug[keep], UTg[keep], wg[keep]
                 pm, ps, pp, prev = pm[keep], ps[keep], pp[keep], prev[keep]
