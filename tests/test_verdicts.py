@@ -153,3 +153,23 @@ def test_holding_on_other_draws_is_a_label_not_an_explanation(tmp_path):
     assert claim.draws["verdict"] == "holds"
     assert claim.draw_dependence == "depends on the draw: holds on data seeds 3-5"
     assert claim.to_dict()["draw_dependence"] == claim.draw_dependence
+
+
+def test_a_variant_whose_training_diverges_says_so_instead_of_an_error(tmp_path):
+    # claim: when a variant's runs diverge before the measurement epoch (e.g. GD's step size on
+    # a network Adam trains), the variant's verdict is "diverged" with the runs named, never
+    # "error", and it explains nothing
+    def toy(ctx: Context) -> ExperimentResult:
+        if "train.optimizer=gd" in ctx.overrides:
+            ctx.diverged.append("toy data 0 seed 0 at epoch 800")
+            raise ValueError("epoch 1000 was not recorded: snapshots exist at 0, 100")
+        return _toy(ctx, "never")
+
+    experiment = Experiment("toy", "src", "toy", toy)
+    ctx = Context([0], out=tmp_path, data_seeds=[0, 1, 2])
+    result = experiment.run(ctx)
+    diagnose_result(experiment, ctx, result)
+    (claim,) = result.claims
+    gd = {v["variant"]: v for v in claim.variants}["gd"]
+    assert gd["verdict"] == "diverged" and "seed 0 at epoch 800" in gd["reason"]
+    assert claim.explained_by is None

@@ -295,7 +295,7 @@ def explanation(verdict: str, explained_by: str | None, variants: list[dict[str,
         return "-"
     if explained_by:
         return explained_by
-    ran = [v for v in variants if v.get("verdict") not in ("not applicable", "error")
+    ran = [v for v in variants if v.get("verdict") not in ("not applicable", "error", "diverged")
            and v.get("variant") != "data-draws"]
     return "unexplained" if ran else "no variant applies" if variants else "not diagnosed"
 

@@ -35,6 +35,7 @@ class Context:
     trained: list[Config] = field(default_factory=list)   # every batch config trained
     # per epoch() call: (the initial stage ended within the run, last / first loss)
     stages: list[tuple[bool, float]] = field(default_factory=list)
+    diverged: list[str] = field(default_factory=list)  # "TAG data D seed S at epoch E", per diverged run
     executor: str = "local"  # experiments built on condlab.sweep (facilitators): local or ray
     address: str | None = None  # the Ray head for executor "ray" (None: a local Ray cluster)
 
@@ -71,8 +72,11 @@ class Context:
             self.trained.append(batch)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                runs += list(train(batch, out=folder, progress=self.progress))
+                new = list(train(batch, out=folder, progress=self.progress))
+            runs += new
             self.warnings += [f"{tag} data {d}: {w.message}" for w in caught]
+            self.diverged += [f"{tag} data {d} seed {r.seed} at epoch {r.diverged_epoch}"
+                              for r in new if r.diverged_epoch is not None]
         return runs
 
     def save(self, result: ExperimentResult, fig, name: str) -> None:

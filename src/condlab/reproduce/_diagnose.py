@@ -135,6 +135,8 @@ class DataDraws(Variant):
         return replace(ctx, data_seeds=list(OTHER_DATA_SEEDS))
 
 
+DIVERGED = "diverged"  # a variant whose training diverged: no verdict, and no error of condlab
+
 # The order in which a variant becomes a claim's explanation; data-draws never does.
 VARIANTS: list[Variant] = [AdamEps(), GradientDescent(), InitialStage(), Float64(), DataDraws()]
 
@@ -147,10 +149,14 @@ def _summary(claim: Claim) -> dict[str, Any]:
 def _rerun(v: Variant, experiment: Experiment, ctx: Context) -> dict[str, Claim] | str:
     """The variant's claims by id, or the error that stopped it."""
     fresh = replace(ctx, out=ctx.out / "variants" / v.name, warnings=[], trained=[], stages=[],
-                    analyze_replay=False)
+                    diverged=[], analyze_replay=False)
+    run = v.context(fresh)
     try:
-        return {c.id: c for c in experiment.run(v.context(fresh)).claims}
+        return {c.id: c for c in experiment.run(run).claims}
     except Exception as err:  # noqa: BLE001 - a variant that cannot run is a result, not a crash
+        if run.diverged:  # e.g. GD's step size on a network Adam trains: say so, not the error it led to
+            return (f"{DIVERGED}: {len(run.diverged)} run(s) diverged before the measurement "
+                    f"({'; '.join(run.diverged[:3])}{'; ...' if len(run.diverged) > 3 else ''})")
         return f"{type(err).__name__}: {err}"
 
 
@@ -166,8 +172,9 @@ def diagnose_result(experiment: Experiment, ctx: Context, result: ExperimentResu
         claims = {} if why_not else _rerun(v, experiment, ctx)
         for c in failing:
             if why_not or isinstance(claims, str):
-                c.variants.append({**entry, "verdict": "not applicable" if why_not else "error",
-                                   "pairs": "-", "reason": why_not or claims})
+                failed = DIVERGED if isinstance(claims, str) and claims.startswith(DIVERGED) else "error"
+                verdict = "not applicable" if why_not else failed
+                c.variants.append({**entry, "verdict": verdict, "pairs": "-", "reason": why_not or claims})
                 continue
             if c.id not in claims:
                 continue
