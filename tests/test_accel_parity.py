@@ -10,9 +10,9 @@ Claims, stated before running. For every fast path in the registry, on each of i
   blocks, per-block partial sums) and may take numpy's tanh (within 1.31 / 1.09 ulp of exact,
   where torch's is within 0.51 / 0.74 ulp). The one-layer step's tanh is chosen by measurement
   on the machine (``_kernels``): its cases run with each choice forced, numpy's and torch's.
-  Phase step: the same number of steps, the same stopping
-  reason, and RD, t, the loss curve and the final neurons within 1e-8 relative -- rounding in a
-  different summation order, grown over a few thousand steps. Optimizer step: the parameters
+  Phase step: the same number of steps, the same stopping reason, and RD, t, the loss curve and
+  the final neurons within 1e-8 relative -- rounding in a different summation order, grown over
+  a few thousand steps. Optimizer step: the parameters
   after 30 steps (one run frozen half way) within 1e-12 (float64) / 1e-5 (float32) of their
   largest magnitude: PyTorch's fused kernel rounds each update differently from the plain
   tensor step, and 30 steps add up such differences;
