@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from condlab.analysis import count_orientations
+from condlab.analysis._arcs import flat_p
 from condlab.analysis._planted import CLASSES, planted
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,3 +64,21 @@ def test_the_whole_registered_benchmark_meets_every_target():
         res = BENCH.run_class(name, None, dev=False)
         for row in res["rows"]:
             assert row["met"], (row, res["failures"][:5])
+
+
+@pytest.mark.parametrize("n", [5, 20, 37, 200, 1000])
+@pytest.mark.parametrize("draw", ["uniform", "normal", "laplace", "two-lines"])
+def test_the_arc_tests_kurtosis_p_equals_scipys(n, draw):
+    # flat_p writes out scipy.stats.kurtosistest(alternative="less") so that a sweep's line
+    # counts do not import scipy.stats (~1 s); it must decide as scipy's does
+    from scipy import stats
+
+    gen = np.random.default_rng(n)
+    t = {"uniform": lambda: gen.uniform(-1, 1, n), "normal": lambda: gen.normal(0, 1, n),
+         "laplace": lambda: gen.laplace(0, 1, n),
+         "two-lines": lambda: np.r_[gen.normal(-1, 0.01, n // 2), gen.normal(1, 0.01, n - n // 2)]}[draw]()
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # scipy warns below n = 20 that the test is approximate
+        expected = stats.kurtosistest(t, alternative="less").pvalue
+    assert flat_p(t) == pytest.approx(expected, rel=1e-9, abs=1e-300)
+    assert math.isnan(flat_p(np.ones(30)))

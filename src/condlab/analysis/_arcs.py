@@ -6,8 +6,9 @@ that fits it best (its axial mean and main tangent direction), is
 * wide: sqrt(12) × the std of its angles along the circle >= ARC_MIN_DEG (the width of a flat
   band with that std);
 * one-dimensional: that std >= ARC_ANISOTROPY × its rms spread across the circle per dimension;
-* flat, not peaked: the kurtosis of the angles is below a Gaussian's (scipy.stats.kurtosistest,
-  one-sided, p < ARC_ALPHA) — a broad Gaussian line, however wide, is no arc;
+* flat, not peaked: the kurtosis of the angles is below a Gaussian's (Anscombe and Glynn's
+  kurtosis test, one-sided, p < ARC_ALPHA: ``flat_p``) — a broad Gaussian line, however wide,
+  is no arc;
 * continuous: its largest gap between consecutive angles is one that uniform angles leave with
   probability >= GAP_ALPHA (union bound over the n − 1 spacings: gap <= (1 − (GAP_ALPHA /
   (n − 1))^(1/(n − 2))) × range), so two lines side by side are no arc.
@@ -76,17 +77,43 @@ def band(X: np.ndarray, mask: np.ndarray, axis: np.ndarray) -> dict:
 
 def arc_test(b: dict, mask: np.ndarray, k: int) -> np.ndarray:
     """(P,) whether each candidate of `band` is an arc (module docstring)."""
-    from scipy import stats  # here: importing scipy.stats takes ~0.3 s, and most counts need no arc test
-
     ok = (b["count"] >= ARC_MIN_ROWS) & (np.degrees(math.sqrt(12.0) * b["sd"]) >= ARC_MIN_DEG)
     if k > 2:
         ok &= b["sd"] >= ARC_ANISOTROPY * b["across"]
     for p in np.flatnonzero(ok):
         t = np.sort(b["t"][p][mask[p]])
-        flat = stats.kurtosistest(t, alternative="less").pvalue < ARC_ALPHA
+        flat = flat_p(t) < ARC_ALPHA
         span = t[-1] - t[0]
         ok[p] = flat and np.diff(t).max() <= gap_bound(len(t)) * span
     return ok
+
+
+def flat_p(t: np.ndarray) -> float:
+    """The one-sided p-value that `t` (n >= 5 values) is no flatter than a Gaussian sample: the
+    kurtosis test of Anscombe and Glynn (1983), as ``scipy.stats.kurtosistest(t,
+    alternative="less")`` computes it (equal within rounding: tests/test_counting_planted.py).
+
+    Written out because importing scipy.stats costs ~1 s of CPU, which every fresh sweep process
+    whose line counts met an arc candidate paid (issue 24): 1 s of a 64-run sweep's ~6 s.
+    """
+    n = float(len(t))
+    dev = t - t.mean()
+    m2 = float(np.mean(dev * dev))
+    if n < 5 or m2 == 0.0:   # scipy: nan (undefined); no arc
+        return math.nan
+    b2 = float(np.mean(dev**4)) / (m2 * m2)
+    mean = 3.0 * (n - 1) / (n + 1)                                        # [Eq. 1]
+    var = 24.0 * n * (n - 2) * (n - 3) / ((n + 1) * (n + 1) * (n + 3) * (n + 5))
+    x = (b2 - mean) / math.sqrt(var)                                      # [Eq. 4]
+    sqrt_beta1 = (6.0 * (n * n - 5 * n + 2) / ((n + 7) * (n + 9))
+                  * math.sqrt(6.0 * (n + 3) * (n + 5) / (n * (n - 2) * (n - 3))))   # [Eq. 2]
+    a = 6.0 + 8.0 / sqrt_beta1 * (2.0 / sqrt_beta1 + math.sqrt(1 + 4.0 / sqrt_beta1**2))  # [Eq. 3]
+    denom = 1 + x * math.sqrt(2 / (a - 4.0))
+    if denom == 0.0:
+        return math.nan
+    term2 = math.copysign(((1 - 2.0 / a) / abs(denom)) ** (1 / 3), denom)
+    z = (1 - 2 / (9.0 * a) - term2) / math.sqrt(2 / (9.0 * a))           # [Eq. 5]
+    return 0.5 * math.erfc(-z / math.sqrt(2.0))                           # P(Z <= z), standard normal
 
 
 def chains(U: np.ndarray, row_group: np.ndarray, V: np.ndarray, live: np.ndarray) -> np.ndarray:
