@@ -3,8 +3,9 @@
 A fast path that applies an elementwise function to its own numpy buffers can call numpy's
 ufunc or torch's kernel on a view of the same memory; which is faster depends on the CPU, not
 on the code. numpy's float64 ``tanh`` is fast with AVX-512 (1.9 ns per element against
-torch's ~3 ns on an Intel Xeon) and slow without it (14-18 ns against torch's 6.5-8.7 ns on an
-AMD EPYC with AVX2 only: issue 24); so no choice written into the code holds on every machine.
+torch's ~3 ns on the AVX-512 machine this step was first tuned on; 2.7-3.7 against 2.4-3.7 on
+an Intel Xeon with AVX-512) and slow without it (14-18 ns against torch's 6.5-8.7 ns on an AMD
+EPYC with AVX2 only: issue 24); so no choice written into the code holds on every machine.
 
 So each ``Kernel`` has a *reference* implementation -- torch's, the function the reference
 computation (``condlab.training``'s architecture pass) itself calls -- and a *fast* one, and
