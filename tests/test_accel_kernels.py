@@ -67,7 +67,8 @@ def test_both_tanh_kernels_leave_the_source_and_agree_within_rounding():
 
 
 @pytest.mark.parametrize("which", ["reference", "fast"])
-def test_the_one_layer_step_uses_the_chosen_tanh_and_splits_only_with_numpys(fresh, which, monkeypatch):
+def test_the_one_layer_step_uses_the_chosen_tanh_and_splits_only_with_numpys(fresh, which, monkeypatch,
+                                                                            accelerated):
     fresh.update(reference=1.0 if which == "reference" else 9.0)
     calls = []
     counted = {"reference": _kernels.TANH.reference, "fast": _kernels.TANH.fast,
