@@ -42,13 +42,32 @@ def vector_isa() -> str:
         isa = "SSE"
     else:
         isa = platform.machine() or "unknown ISA"
+    # what the libraries' kernels dispatch to: less than the CPU has where restricted
+    # (ATEN_CPU_CAPABILITY=avx2, NPY_DISABLE_CPU_FEATURES="X86_V4 AVX512_ICL AVX512_SPR")
+    kernels = []
     torch = _imported("torch")
     if torch is not None:
         try:
-            isa += f" (torch: {torch.backends.cpu.get_cpu_capability()})"
+            kernels.append(f"torch: {torch.backends.cpu.get_cpu_capability()}")
         except (AttributeError, RuntimeError):   # older torch: no such query
             pass
-    return isa
+    if _imported("numpy") is not None:
+        kernels.append(f"numpy: {_numpy_isa()}")
+    return isa + (f" ({', '.join(kernels)})" if kernels else "")
+
+
+def _numpy_isa() -> str:
+    """The widest x86 extension numpy's SIMD loops dispatch to here (its private feature table)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:   # numpy 1.x keeps it in numpy.core
+        try:
+            from numpy.core._multiarray_umath import __cpu_features__ as features
+        except ImportError:
+            return "unknown"
+    if features.get("X86_V4", features.get("AVX512_SKX")):
+        return "AVX-512"
+    return "AVX2" if features.get("X86_V3", features.get("AVX2")) else "below AVX2"
 
 
 def machine_line(*, threads: int | str | None = None, dtype: str | None = None, **more: object) -> str:

@@ -212,12 +212,19 @@ def report(dtype: str, threads: int, times: dict[str, list[float]]) -> None:
         print(f"{dtype:>8} threads={threads}: condlab {min(ours):6.2f} s  reference "
               f"{min(times['reference']):6.2f} s  ->  fast path gain {statistics.median(gains):4.2f}x "
               f"(range {min(gains):.2f}-{max(gains):.2f})")
-    if "loop" not in times or "autograd-fused" not in times:
+    if "autograd-fused" not in times:
         return
     autograd = [min(a, b) for a, b in zip(times["autograd-fused"], times["autograd-foreach"], strict=True)]
-    vs_loop = statistics.median(loop / c for loop, c in zip(times["loop"], ours, strict=True))
     vs_auto = statistics.median(a / c for a, c in zip(autograd, ours, strict=True))
     best = {k: min(v) for k, v in times.items()}
+    if "loop" not in times:   # --only without the loop (its 60+ s a repetition)
+        print(f"{dtype:>8} threads={threads}: condlab {best['condlab']:6.2f} s  autograd fused "
+              f"{best['autograd-fused']:6.2f} s / foreach {best['autograd-foreach']:6.2f} s  ->  "
+              f"{vs_auto:4.2f}x batched autograd (target 2x; range "
+              f"{min(a / c for a, c in zip(autograd, ours, strict=True)):.2f}-"
+              f"{max(a / c for a, c in zip(autograd, ours, strict=True)):.2f})")
+        return
+    vs_loop = statistics.median(loop / c for loop, c in zip(times["loop"], ours, strict=True))
     print(f"{dtype:>8} threads={threads}: condlab {best['condlab']:6.2f} s  autograd fused "
           f"{best['autograd-fused']:6.2f} s / foreach {best['autograd-foreach']:6.2f} s  loop "
           f"{best['loop']:7.2f} s  ->  {vs_loop:5.1f}x the loop (target 25x), "
