@@ -7,7 +7,7 @@ measured on. Benchmarks print ``machine_line(...)`` before their figures:
     from _machine import machine_line   # benchmarks/ is on sys.path when a script there runs
     print(machine_line(threads=1))
 
-    machine: Intel(R) Xeon(R) Processor @ 2.50GHz | ISA AVX-512 (torch: AVX512) | 2 cores | 1 thread
+    machine: Intel(R) Xeon(R) Processor @ 2.50GHz | ISA AVX-512 (torch: AVX512, numpy: AVX-512) | ...
 """
 
 from __future__ import annotations
