@@ -20,11 +20,12 @@ from condlab._accel import _cpu_step, _kernels
 @pytest.fixture
 def fresh(monkeypatch):
     """No choice made yet in this process; the calibration answers `times` (ns per element)."""
+    monkeypatch.delenv("CONDLAB_TANH", raising=False)
     monkeypatch.setattr(_kernels, "_chosen", {})
     monkeypatch.setattr(_kernels, "_measured", {})
     times = {"reference": 1.0, "fast": 1.0, "calls": 0}
 
-    def calibrate(kernel, source, scratch, threads):
+    def calibrate(kernel, dtype):
         times["calls"] += 1
         return times["reference"], times["fast"]
 
@@ -38,20 +39,20 @@ def fresh(monkeypatch):
 def test_the_reference_kernel_wins_unless_the_fast_one_is_1_3_times_faster(fresh, reference, fast, chosen):
     fresh.update(reference=reference, fast=fast)
     a = np.zeros((2, 3))
-    assert _kernels.choose(_kernels.TANH, a, np.empty_like(a)) == chosen
+    assert _kernels.choose(_kernels.TANH, a.dtype) == chosen
     assert _kernels.choices()["tanh float64"].startswith(chosen)
 
 
 def test_a_choice_is_made_once_per_dtype_and_forced_overrides_it(fresh):
     fresh.update(reference=5.0, fast=1.0)
     a64, a32 = np.zeros(4), np.zeros(4, dtype=np.float32)
-    assert _kernels.choose(_kernels.TANH, a64, a64.copy()) == "fast"
+    assert _kernels.choose(_kernels.TANH, a64.dtype) == "fast"
     fresh.update(reference=1.0)   # a later, different measurement is not taken
-    assert _kernels.choose(_kernels.TANH, a64, a64.copy()) == "fast" and fresh["calls"] == 1
-    assert _kernels.choose(_kernels.TANH, a32, a32.copy()) == "reference" and fresh["calls"] == 2
+    assert _kernels.choose(_kernels.TANH, a64.dtype) == "fast" and fresh["calls"] == 1
+    assert _kernels.choose(_kernels.TANH, a32.dtype) == "reference" and fresh["calls"] == 2
     with _kernels.forced("tanh", "reference"):
-        assert _kernels.choose(_kernels.TANH, a64, a64.copy()) == "reference"
-    assert _kernels.choose(_kernels.TANH, a64, a64.copy()) == "fast"
+        assert _kernels.choose(_kernels.TANH, a64.dtype) == "reference"
+    assert _kernels.choose(_kernels.TANH, a64.dtype) == "fast"
     with pytest.raises(ValueError, match="kernel"):
         with _kernels.forced("tanh", "numpy"):
             pass
@@ -86,3 +87,27 @@ def test_the_one_layer_step_uses_the_chosen_tanh_and_splits_only_with_numpys(fre
         torch.set_num_threads(before)
     split = {shape[0] for shape in calls}
     assert calls and split == ({4} if which == "reference" else {2})   # 4 runs: whole, or 2 + 2
+
+
+def test_condlab_tanh_fixes_the_choice_in_every_process(fresh, monkeypatch):
+    # a machine where the two measure near the bar may choose differently in two processes
+    # (a run resumed elsewhere then differs in the last bits): the variable fixes it
+    a = np.zeros(4)
+    for value, which in (("torch", "reference"), ("numpy", "fast")):
+        monkeypatch.setenv("CONDLAB_TANH", value)
+        assert _kernels.choose(_kernels.TANH, a.dtype) == which
+    assert fresh["calls"] == 0
+    monkeypatch.setenv("CONDLAB_TANH", "fastest")
+    with pytest.raises(ValueError, match="CONDLAB_TANH"):
+        _kernels.choose(_kernels.TANH, a.dtype)
+
+
+def test_the_calibration_times_one_torch_thread_on_a_fixed_probe_and_restores_the_count():
+    # the same probe and one thread in every process: the choice depends on the machine only
+    before = torch.get_num_threads()
+    seen = []
+    tanh = _kernels.Kernel("tanh", lambda s, o: seen.append((torch.get_num_threads(), s.dtype, s[0], s[-1]))
+                           or np.tanh(s, out=o), _kernels.TANH.fast, "numpy")
+    reference, fast = _kernels._calibrate(tanh, np.dtype(np.float32))
+    assert set(seen) == {(1, np.float32, -4.0, 4.0)} and len(seen) == 1 + _kernels.ROUNDS
+    assert torch.get_num_threads() == before and reference > 0 and fast > 0

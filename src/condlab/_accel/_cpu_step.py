@@ -29,7 +29,7 @@ How the Fig. 3 step (R = 64, n = 80, m = 50; float64: ~40 % np.tanh) is laid out
   dropout, runs with q > 0 keep the plain slope (the mask scales it) in a second buffer; runs
   with q = 0 take the same calls as without dropout, so they train bit for bit as alone.
 * tanh is numpy's or torch's (on a torch view of the same buffer), whichever measures faster
-  on this CPU at the step's first use (``_kernels``: torch's unless numpy's is 1.3x faster;
+  on this CPU, once per process and dtype (``_kernels``: torch's unless numpy's is 1.3x faster;
   numpy's float64 tanh is fast only with AVX-512). With torch's the step is not split over the
   pool (below): torch's tanh runs on torch's own threads.
 * With ``torch.get_num_threads() > 1`` and enough work (``STEP_PARALLEL_MIN`` tanh evaluations
@@ -181,7 +181,7 @@ class OneLayerStep:
         # parallel regions, on the cores the pool would need: no split
         threads = min(torch.get_num_threads(), self.most_threads) if dropout is None else 1
         if self.tanh and self.tanh_by is None:
-            self._choose_tanh(threads)
+            self._choose_tanh()
         if self.tanh_by == "reference":   # torch's tanh runs on torch's threads: called from the
             threads = 1                     # pool's, each would start an OpenMP team of its own
         if threads <= 1:
@@ -190,12 +190,9 @@ class OneLayerStep:
             _cpu.in_parallel([lambda p=part: self._run(p, masks, loss) for part in self.parts(threads)])
         return torch.from_numpy(loss)
 
-    def _choose_tanh(self, threads: int) -> None:
-        """numpy's or torch's tanh, whichever measures faster on this CPU (``_kernels``): timed
-        on this step's first hidden values (z in h's buffer, s as scratch) at its first use."""
-        with np.errstate(over="ignore", invalid="ignore"):
-            self._hidden_input(self.parts(1)[0])
-        self.tanh_by = _kernels.choose(_kernels.TANH, self.h, self.s, threads)
+    def _choose_tanh(self) -> None:
+        """numpy's or torch's tanh, whichever measures faster on this CPU (``_kernels``)."""
+        self.tanh_by = _kernels.choose(_kernels.TANH, self.h.dtype)
         self._tanh = getattr(_kernels.TANH, self.tanh_by)
 
     def _hidden_input(self, part: _Part) -> None:

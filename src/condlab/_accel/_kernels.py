@@ -9,18 +9,24 @@ EPYC with AVX2 only: issue 24); so no choice written into the code holds on ever
 
 So each ``Kernel`` has a *reference* implementation -- torch's, the function the reference
 computation (``condlab.training``'s architecture pass) itself calls -- and a *fast* one, and
-``choose`` picks one per kernel and dtype at its first use in a process, by running both on the
-caller's own buffer the way the caller would run them: torch's on torch's threads, the fast one
-on `threads` threads of condlab's pool (the caller's split). ``ROUNDS`` alternating rounds, the
-fastest of each; thread CPU time where everything runs on the calling thread (other processes
-on the machine do not enter it), else wall time. The fast one is taken only if it measures at
-least ``FAST_BAR`` times faster, the house bar for a fast path (docs/architecture.md); the
-choice is cached for the process and dtype, so a run computes with the same kernel whatever
-the thread count of its step. A calibration costs a few milliseconds, once.
+``choose`` picks one per kernel and dtype at its first use in a process, by timing both on a
+probe of ``PROBE`` fixed values in that dtype (a measured CPU check): ``ROUNDS`` alternating
+rounds, the fastest of each, thread CPU time (other processes on the machine do not enter
+it), torch held to one thread for those few milliseconds. The fast one is taken only if it
+measures at least ``FAST_BAR`` times faster, the house bar for a fast path
+(docs/architecture.md); the choice is cached for the process and dtype.
 
-Why the caller's way and not one thread each: with two torch threads on the shared 2-core
-development machine (load ~8), ``torch.tanh`` of 4096-65536 float64 elements took 5-300 ns
-per element (its OpenMP team waiting for a core) where numpy's took 2.5-3.7 ns.
+Why a fixed probe on one thread, not the caller's buffer at the caller's thread count: the
+answer must depend on the machine only, or a run trained at two threads and resumed at one, or
+a batch trained in a sweep and again in a test, would take different kernels and differ in the
+last bits (on a small buffer the calls' fixed costs, a few microseconds, decide, and they can
+put the two near the bar: tests/test_checkpoint.py's resumed runs differed so); and
+per-element cost on one core is what the choice is about (with two torch threads on the
+shared 2-core development machine at load ~8, ``torch.tanh`` of 4096-65536 float64 elements
+took 5-300 ns per element, its OpenMP team waiting for a core, where numpy's took 2.5-3.7: a
+measure of the load, not of the kernels). Two processes still choose differently where the
+two measure within noise of the bar; ``CONDLAB_TANH=torch`` (or ``numpy``) fixes the choice
+for every process.
 
 ``forced`` fixes the choice inside a block (the parity tests run both alternatives; the
 benchmarks compare them); ``CONDLAB_REFERENCE=1`` switches the fast paths that call kernels off
@@ -29,6 +35,7 @@ altogether (``_registry``).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +47,7 @@ import torch
 
 FAST_BAR = 1.3   # the fast kernel must be this much faster to be taken (the house bar)
 ROUNDS = 5       # alternating timing rounds; the fastest round of each counts
+PROBE = 1 << 16  # values timed: 0.3-1.2 ms a call, well above the calls' fixed costs
 
 Apply = Callable[[np.ndarray, np.ndarray], object]   # (source, out): out = f(source); may alias
 
@@ -71,17 +79,21 @@ _forced: dict[str, str] = {}
 _lock = threading.Lock()
 
 
-def choose(kernel: Kernel, source: np.ndarray, scratch: np.ndarray, threads: int = 1) -> str:
-    """Which implementation of `kernel` ("reference" or "fast") serves `source`'s dtype in this
-    process: calibrated on the first call, by applying both to `source` (the caller's buffer,
-    left unchanged) into `scratch` (same shape and dtype, contents overwritten), the fast one
-    split over `threads` threads along the first axis as the caller would split it."""
+def choose(kernel: Kernel, dtype: np.dtype) -> str:
+    """Which implementation of `kernel` ("reference" or "fast") serves `dtype` in this process:
+    fixed by ``CONDLAB_<NAME>`` (``CONDLAB_TANH=torch|numpy``) or ``forced``, else calibrated on
+    the first call for the dtype."""
     if kernel.name in _forced:
         return _forced[kernel.name]
-    key = (kernel.name, source.dtype.str)
+    fixed = os.environ.get(f"CONDLAB_{kernel.name.upper()}", "")
+    if fixed:
+        if fixed not in ("torch", kernel.fast_is):
+            raise ValueError(f"CONDLAB_{kernel.name.upper()}={fixed!r}: 'torch' or '{kernel.fast_is}'")
+        return "reference" if fixed == "torch" else "fast"
+    key = (kernel.name, np.dtype(dtype).str)
     with _lock:   # one calibration per key, even if several threads ask at once
         if key not in _chosen:
-            ref, fast = _calibrate(kernel, source, scratch, threads)
+            ref, fast = _calibrate(kernel, np.dtype(dtype))
             _measured[key] = (ref, fast)
             _chosen[key] = "fast" if ref >= FAST_BAR * fast else "reference"
     return _chosen[key]
@@ -114,26 +126,24 @@ def forced(name: str, which: str) -> Iterator[None]:
             _forced[name] = before
 
 
-def _calibrate(kernel: Kernel, source: np.ndarray, scratch: np.ndarray, threads: int) -> tuple[float, float]:
-    """(reference, fast) nanoseconds per element, the fastest of ROUNDS rounds each (after one
-    untimed call of each: first-call costs are not the kernel's speed)."""
-    from ._cpu import in_parallel, split_ranges
-
-    threads = max(1, min(threads, source.shape[0] if source.ndim else 1))
-    parts = split_ranges(source.shape[0], threads) if threads > 1 else []
-    run = {"reference": lambda: kernel.reference(source, scratch),
-           "fast": (lambda: in_parallel([lambda p=p: kernel.fast(source[p], scratch[p]) for p in parts]))
-           if parts else (lambda: kernel.fast(source, scratch))}
-    # all on this thread: its CPU time; else the wall time (the other threads' work is the gain)
-    clock = time.thread_time_ns if threads == 1 and torch.get_num_threads() == 1 else time.perf_counter_ns
-    best = dict.fromkeys(run, float("inf"))
-    with np.errstate(all="ignore"):   # the buffer may hold anything (a diverged run)
-        for call in run.values():
-            call()
-        for _ in range(ROUNDS):
-            for which, call in run.items():
-                start = clock()
-                call()
-                best[which] = min(best[which], clock() - start)
-    size = max(source.size, 1)
-    return best["reference"] / size, best["fast"] / size
+def _calibrate(kernel: Kernel, dtype: np.dtype) -> tuple[float, float]:
+    """(reference, fast) thread CPU nanoseconds per element on one thread, the fastest of ROUNDS
+    rounds each (after one untimed call of each: first-call costs are not the kernel's speed),
+    on PROBE values spread over [-4, 4] (where a hidden unit's z mostly lies)."""
+    source = np.linspace(-4.0, 4.0, PROBE).astype(dtype)
+    scratch = np.empty_like(source)
+    best = {"reference": float("inf"), "fast": float("inf")}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)   # the module docstring says why; restored below
+    try:
+        with np.errstate(all="ignore"):
+            for which in best:
+                getattr(kernel, which)(source, scratch)
+            for _ in range(ROUNDS):
+                for which in best:
+                    start = time.thread_time_ns()
+                    getattr(kernel, which)(source, scratch)
+                    best[which] = min(best[which], time.thread_time_ns() - start)
+    finally:
+        torch.set_num_threads(threads)
+    return best["reference"] / PROBE, best["fast"] / PROBE
