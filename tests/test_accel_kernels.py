@@ -109,5 +109,5 @@ def test_the_calibration_times_one_torch_thread_on_a_fixed_probe_and_restores_th
     tanh = _kernels.Kernel("tanh", lambda s, o: seen.append((torch.get_num_threads(), s.dtype, s[0], s[-1]))
                            or np.tanh(s, out=o), _kernels.TANH.fast, "numpy")
     reference, fast = _kernels._calibrate(tanh, np.dtype(np.float32))
-    assert set(seen) == {(1, np.float32, -4.0, 4.0)} and len(seen) == 1 + _kernels.ROUNDS
+    assert set(seen) == {(1, np.dtype(np.float32), -4.0, 4.0)} and len(seen) == 1 + _kernels.ROUNDS
     assert torch.get_num_threads() == before and reference > 0 and fast > 0
