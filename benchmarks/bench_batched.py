@@ -25,6 +25,11 @@ best times. Timings on a shared machine are noisy; the ratios are what to read.
 
 ``--clock cpu`` times each contender by this thread's CPU time (``--threads 1`` only): on a
 machine shared with other work, wall-clock ratios swing by 2-10x, CPU-time ratios much less.
+
+The one-layer step's tanh is numpy's or torch's, chosen by measurement at its first use
+(``condlab._accel._kernels``); the machine (CPU model, vector ISA) and the choice are printed
+with the figures. ``--tanh both`` adds the contenders ``tanh-numpy`` and ``tanh-torch``
+(condlab with each forced): whether the choice was the faster one on this machine.
 """
 
 from __future__ import annotations
@@ -35,10 +40,11 @@ import time
 from collections.abc import Callable
 
 import torch
+from _machine import machine_line
 from torch import nn
 
 import condlab
-from condlab._accel import _cpu_step, reference_only
+from condlab._accel import _cpu_step, _kernels, reference_only
 from condlab.records._records import RunSpec
 from condlab.training._data import make_dataset
 from condlab.training._models import Architecture, BatchedNet, init_weights
@@ -98,6 +104,11 @@ def without_fast_paths(fn: Callable[[], None], names: list[str]) -> None:
         fn()
 
 
+def tanh_forced(fn: Callable[[], None], which: str) -> None:
+    with _kernels.forced("tanh", which):
+        fn()
+
+
 def seconds(fn: Callable[[], None]) -> float:
     start = _clock()
     fn()
@@ -121,7 +132,9 @@ def main() -> None:
                         help="the reference contender switches off only this fast path (repeatable; "
                              "default: all of them, CONDLAB_REFERENCE=1)")
     parser.add_argument("--only", default=None,
-                        help="comma-separated contenders to time (condlab, reference, autograd, loop)")
+                        help="comma-separated contenders to time (condlab, reference, autograd, loop, tanh)")
+    parser.add_argument("--tanh", choices=["measured", "both"], default="measured",
+                        help="both: also time condlab with numpy's and with torch's tanh forced")
     args = parser.parse_args()
     if args.step_parallel_min is not None:
         _cpu_step.STEP_PARALLEL_MIN = args.step_parallel_min
@@ -140,8 +153,11 @@ def main() -> None:
           f"Adam; loop scaled from {args.loop_runs} runs; median ratio of {args.repeat} repetitions")
     for dtype in (torch.float32, torch.float64):
         times = measure(arch, specs, inits, data, dtype, threads, args)
+        name = str(dtype).removeprefix("torch.")
+        print(machine_line(threads=args.threads, dtype=name, R=args.runs, clock=args.clock))
+        print(f"{name:>8} tanh of the one-layer step: {_kernels.choices().get(f'tanh {name}', 'not used')}")
         for t in threads:
-            report(str(dtype).removeprefix("torch."), t, times[t])
+            report(name, t, times[t])
 
 
 def measure(arch, specs, inits, data, dtype, threads: list[int], args) -> dict[int, dict[str, list[float]]]:
@@ -157,6 +173,9 @@ def measure(arch, specs, inits, data, dtype, threads: list[int], args) -> dict[i
         "loop": lambda: [loop_one([w.to(dtype) for w in inits[r]], x, y, args.epochs)
                          for r in range(args.loop_runs)],
     }
+    if args.tanh == "both":
+        contenders["tanh-numpy"] = lambda: tanh_forced(ours, "fast")
+        contenders["tanh-torch"] = lambda: tanh_forced(ours, "reference")
     if args.only:
         keep = args.only.split(",")
         contenders = {k: v for k, v in contenders.items() if k in keep or k.split("-")[0] in keep}
@@ -182,17 +201,30 @@ def measure(arch, specs, inits, data, dtype, threads: list[int], args) -> dict[i
 def report(dtype: str, threads: int, times: dict[str, list[float]]) -> None:
     """Median over repetitions of the per-repetition ratios; the strongest autograd per repetition."""
     ours = times["condlab"]
+    if "tanh-numpy" in times:
+        forced = {k: statistics.median(f / c for f, c in zip(times[k], ours, strict=True))
+                  for k in ("tanh-numpy", "tanh-torch")}
+        print(f"{dtype:>8} threads={threads}: condlab {min(ours):6.2f} s  with numpy's tanh "
+              f"{min(times['tanh-numpy']):6.2f} s ({forced['tanh-numpy']:.2f}x its time), with torch's "
+              f"{min(times['tanh-torch']):6.2f} s ({forced['tanh-torch']:.2f}x)")
     if "reference" in times:
         gains = [r / c for r, c in zip(times["reference"], ours, strict=True)]
         print(f"{dtype:>8} threads={threads}: condlab {min(ours):6.2f} s  reference "
               f"{min(times['reference']):6.2f} s  ->  fast path gain {statistics.median(gains):4.2f}x "
               f"(range {min(gains):.2f}-{max(gains):.2f})")
-    if "loop" not in times or "autograd-fused" not in times:
+    if "autograd-fused" not in times:
         return
     autograd = [min(a, b) for a, b in zip(times["autograd-fused"], times["autograd-foreach"], strict=True)]
-    vs_loop = statistics.median(loop / c for loop, c in zip(times["loop"], ours, strict=True))
     vs_auto = statistics.median(a / c for a, c in zip(autograd, ours, strict=True))
     best = {k: min(v) for k, v in times.items()}
+    if "loop" not in times:   # --only without the loop (its 60+ s a repetition)
+        print(f"{dtype:>8} threads={threads}: condlab {best['condlab']:6.2f} s  autograd fused "
+              f"{best['autograd-fused']:6.2f} s / foreach {best['autograd-foreach']:6.2f} s  ->  "
+              f"{vs_auto:4.2f}x batched autograd (target 2x; range "
+              f"{min(a / c for a, c in zip(autograd, ours, strict=True)):.2f}-"
+              f"{max(a / c for a, c in zip(autograd, ours, strict=True)):.2f})")
+        return
+    vs_loop = statistics.median(loop / c for loop, c in zip(times["loop"], ours, strict=True))
     print(f"{dtype:>8} threads={threads}: condlab {best['condlab']:6.2f} s  autograd fused "
           f"{best['autograd-fused']:6.2f} s / foreach {best['autograd-foreach']:6.2f} s  loop "
           f"{best['loop']:7.2f} s  ->  {vs_loop:5.1f}x the loop (target 25x), "

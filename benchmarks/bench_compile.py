@@ -17,6 +17,7 @@ import argparse
 import time
 
 import torch
+from _machine import machine_line
 
 import condlab
 from condlab.records._records import RunSpec
@@ -57,6 +58,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dtype", default="float32")
     args = parser.parse_args()
+    print(machine_line(threads=1, dtype=args.dtype, R=args.runs))
     torch.set_num_threads(1)
     dtype = getattr(torch, args.dtype)
     cfg = condlab.preset("fig3")

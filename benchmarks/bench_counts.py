@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _machine import machine_line
 
 import condlab
 from condlab.analysis._line_counts import count_lines, count_lines_many
@@ -95,6 +96,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=1000)
     args = ap.parse_args()
+    print(machine_line(threads=args.threads, dtype="float32 (fig3 preset)"))
     set_threads(1)
     stack, train_wall, train_cpu = sweep_batch(args.epochs)
     print(f"batch: 256 runs x {args.epochs} epochs trained in {train_wall:.2f} s wall / {train_cpu:.2f} s "

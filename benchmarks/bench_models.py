@@ -19,6 +19,7 @@ import time
 import warnings
 
 import torch
+from _machine import machine_line
 
 import condlab
 
@@ -76,6 +77,7 @@ def main() -> None:
     ap.add_argument("--size", choices=["tiny", "base"], default="tiny")
     ap.add_argument("--no-weightwatcher", action="store_true")
     args = ap.parse_args()
+    print(machine_line(threads=torch.get_num_threads(), dtype="float32"))
     models = {**_hf_models(args.size), **_timm_models(args.size)}
     torch.manual_seed(0)
     condlab.inspect(torch.nn.Linear(8, 8))  # warm-up: imports, compiled kernels

@@ -21,6 +21,7 @@ import os
 import time
 
 import torch
+from _machine import machine_line
 
 from condlab._accel import reference_only
 from condlab.phase import preset_spec, scales, train_to_convergence
@@ -48,6 +49,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100, help="steps per timed pair")
     ap.add_argument("--repeats", type=int, default=2, help="interleaved (reference, compiled) pairs")
     args = ap.parse_args()
+    print(machine_line(threads=",".join(map(str, args.threads)), dtype="float64"))
     spec = preset_spec("quick")
     runs_per_width = (len(spec.gammas) * len(spec.gamma_primes) + len(spec.schemes)) * len(spec.seeds)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")

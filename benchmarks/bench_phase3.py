@@ -17,6 +17,7 @@ import os
 import time
 
 import torch
+from _machine import machine_line
 
 from condlab.phase import scales3, train3_to_convergence
 from condlab.phase._diagram import MAX_ELEMENTS
@@ -29,6 +30,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--steps-per-run", type=float, default=300.0)
     args = ap.parse_args()
+    print(machine_line(threads=",".join(map(str, args.threads)), dtype="float64"))
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     for threads in args.threads:
         torch.set_num_threads(threads)

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _machine import machine_line
 
 import condlab
 from condlab.training._api import _write_batch
@@ -130,6 +131,7 @@ def main() -> None:
     parser.add_argument("--dir", help="where to write (default: a temporary directory)")
     parser.add_argument("--memory", action="store_true", help="peak memory of recording, in copies")
     args = parser.parse_args()
+    print(machine_line(threads=args.threads, dtype="float32 (fig3 preset)"))
     if args.memory:
         import subprocess
         import sys

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _machine import machine_line
 
 MEASURE = """
 import sys, time, json
@@ -112,6 +115,7 @@ def main() -> None:
     parser.add_argument("--phase")
     parser.add_argument("--sweep")
     args = parser.parse_args()
+    print(machine_line(threads=os.environ.get("OMP_NUM_THREADS", "torch default")))
     given = {"fig3": args.fig3, "phase": args.phase, "sweep256": args.sweep}
     makers = {"fig3": fig3, "phase": phase, "sweep256": sweep256, "wide": wide}
     print(f"{'case':<9} {'compute s':>10} {'page MB':>8} {'process s (cpu)':>16} "

@@ -10,8 +10,11 @@ is skipped without CIFAR-10 files (pass --data-dir to include them).
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
+
+from _machine import machine_line
 
 from condlab.reproduce import EXPERIMENTS, reproduce
 
@@ -34,6 +37,7 @@ def main() -> None:
     parser.add_argument("--full", action="store_true")
     parser.add_argument("--data-dir")
     args = parser.parse_args()
+    print(machine_line(threads=os.environ.get("OMP_NUM_THREADS", "torch default"), dtype="the presets'"))
     run_suite(True, args.data_dir)
     if args.full:
         run_suite(False, args.data_dir)

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 import torch
+from _machine import machine_line
 
 import condlab
 
@@ -110,6 +111,7 @@ def main() -> None:
     parser.add_argument("--free-counts", action="store_true",
                         help="line counts replaced by a constant: the overhead without the counter")
     args = parser.parse_args()
+    print(machine_line(threads=args.threads, dtype="float32 (fig3 preset)", R=256))
     if args.free_counts:
         import condlab.analysis._line_counts as line_counts
 

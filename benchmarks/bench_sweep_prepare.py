@@ -18,6 +18,7 @@ import os
 import statistics
 
 import torch
+from _machine import machine_line
 from bench_sweep import measure
 
 import condlab.sweeps._run as sweep_run
@@ -47,6 +48,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--free-counts", action="store_true", help="line counts replaced by a constant")
     args = parser.parse_args()
+    print(machine_line(threads=args.threads, dtype="float32 (fig3 preset)", R=256))
     torch.set_num_threads(args.threads)
     if args.free_counts:
         import condlab.analysis._line_counts as line_counts

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from _machine import machine_line
 
 import condlab
 from condlab.training._cnn import make_cifar_net
@@ -134,6 +135,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, help="steps timed per pair: default 500 (mlp), 3 (resnet)")
     ap.add_argument("--device", default="cpu", help="mlp: cpu or cuda")
     args = ap.parse_args()
+    print(machine_line(threads="see below", dtype="float32", device=args.device))
     mlp = args.model == "mlp"
     args.batch = args.batch or (32 if mlp else 64)
     args.pairs = args.pairs or (5 if mlp else 3)

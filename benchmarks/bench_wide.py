@@ -40,6 +40,7 @@ from contextlib import nullcontext
 
 import numpy as np
 import torch
+from _machine import machine_line
 
 from condlab._accel import reference_only
 from condlab.training._arch import get_architecture
@@ -140,6 +141,7 @@ def main() -> None:
     parser.add_argument("--train-steps", type=int, default=1000,
                         help="the training over which the gain with first use is computed")
     args = parser.parse_args()
+    print(machine_line(threads=args.threads, dtype=args.dtype, m=args.width, clock=args.clock))
     arch = get_architecture("fc")(D, args.width, 1, 1, (_tanh(),), True)
     threads = [int(t) for t in args.threads.split(",")]
     if args.clock == "cpu" and threads != [1]:

@@ -36,6 +36,29 @@ print(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
 
 
+def test_training_a_sweep_and_reproduce_before_drawing_import_no_plotting_scipy_or_numba(tmp_path):
+    # The claim (issue 24, "imports only when used"): a process that trains a fig3-like batch,
+    # runs a small sweep and imports every experiment of `reproduce` (what runs before its first
+    # figure) leaves matplotlib and condlab.plotting (drawing), scipy (a direction field's roots)
+    # and numba (a compiled kernel: the wide step, the ReLU phase step) unimported.
+    script = """
+import json, sys
+import condlab, condlab.reproduce
+sets = {"train.epochs": 20, "train.snapshots": "every:10", "model.width": 8, "data.n": 10}
+cfg = condlab.preset("fig3").with_overrides([f"{k}={v}" for k, v in sets.items()])
+runs = list(condlab.train(cfg, progress=False))
+spec = {"name": "lazy", "base": "fig3", "set": sets, "grid": {"train.lr": [0.01, 0.02]}}
+result = condlab.sweep(spec, out="out", progress=False)
+assert len(condlab.reproduce.EXPERIMENTS) > 5 and condlab.reproduce.Context([0]).quick is False
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("matplotlib", "scipy", "numba")
+                        or m.startswith("condlab.plotting"))))
+"""
+    env = {"PYTHONPATH": str(SRC.parent), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                          cwd=tmp_path, env=env, timeout=300)
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
 def test_public_names_resolve_lazily():
     assert set(condlab.__all__) == {*condlab._PUBLIC, "__version__"}
     for name in condlab.__all__:

@@ -128,7 +128,8 @@ def clumps(seed: int, m: int = 50, k: int = 6) -> np.ndarray:
     while left > 4:
         n = int(min(left, rng.integers(2, 13)))
         mu = rng.standard_normal(k)
-        rows.append(mu / np.linalg.norm(mu) + np.radians(rng.uniform(0.05, 0.5)) * rng.standard_normal((n, k)))
+        spread = np.radians(rng.uniform(0.05, 0.5))
+        rows.append(mu / np.linalg.norm(mu) + spread * rng.standard_normal((n, k)))
         left -= n
     W = np.concatenate(rows + [rng.standard_normal((left, k))])
     return W * rng.choice([-1.0, 1.0], size=(m, 1)) * rng.uniform(1.0, 2.0, size=(m, 1))

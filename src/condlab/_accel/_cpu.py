@@ -1,13 +1,14 @@
 """What the CPU fast paths share: numpy views of torch memory, and one persistent thread pool.
 
 The training steps of this package (``_cpu_step``, ``_wide_step``) compute on numpy views of
-torch's own buffers (``Tensor.numpy()``, no copy): numpy's SIMD ``np.tanh`` takes 0.4 ns per
-element in float32 and 1.9 ns in float64 where ``torch.tanh`` takes about 3 ns (AMD EPYC,
-AVX-512; torch 2.13 CPU build, numpy 2.4), and numpy hands small products to OpenBLAS with
-less overhead than ``torch.bmm``. numpy's tanh is within 1.31 ulp (float32) and 1.09 ulp
-(float64) of the correctly rounded value, torch's within 0.51 / 0.74 ulp (measured against
-mpmath): the steps agree with the reference within rounding, not bit for bit
-(tests/test_accel_parity.py).
+torch's own buffers (``Tensor.numpy()``, no copy): numpy hands small products to OpenBLAS with
+less overhead than ``torch.bmm``. Which tanh is faster, numpy's SIMD ``np.tanh`` or
+``torch.tanh``, depends on the CPU -- numpy's float64 one is fast only with AVX-512: 1.9 against
+torch's ~3 ns per element on the AVX-512 machine this was first tuned on, 14-18 against 6.5-8.7
+ns on an AMD EPYC with AVX2 only (issue 24; torch 2.13 CPU build, numpy 2.4) -- so the steps
+measure it (``_kernels``). numpy's tanh is within 1.31 ulp (float32) and 1.09 ulp (float64) of
+the correctly rounded value, torch's within 0.51 / 0.74 ulp (measured against mpmath): the steps
+agree with the reference within rounding, not bit for bit (tests/test_accel_parity.py).
 
 With ``torch.get_num_threads() > 1`` a step splits its work over that many threads of one
 persistent pool (``in_parallel``; numpy's ufuncs and BLAS calls and numba's nogil kernels

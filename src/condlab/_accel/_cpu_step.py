@@ -28,6 +28,10 @@ How the Fig. 3 step (R = 64, n = 80, m = 50; float64: ~40 % np.tanh) is laid out
   the output and its gradient read h in between): a third of the bytes moved per step. With
   dropout, runs with q > 0 keep the plain slope (the mask scales it) in a second buffer; runs
   with q = 0 take the same calls as without dropout, so they train bit for bit as alone.
+* tanh is numpy's or torch's (on a torch view of the same buffer), whichever measures faster
+  on this CPU, once per process and dtype (``_kernels``: torch's unless numpy's is 1.3x faster;
+  numpy's float64 tanh is fast only with AVX-512). With torch's the step is not split over the
+  pool (below): torch's tanh runs on torch's own threads.
 * With ``torch.get_num_threads() > 1`` and enough work (``STEP_PARALLEL_MIN`` tanh evaluations
   per thread, float64 counting ``F64_COST`` times float32: the Fig. 3 step in float64, not in
   float32), the runs are cut into contiguous ranges and each thread of condlab's pool makes the
@@ -49,7 +53,7 @@ import torch
 
 from ..activations import fused_tanh
 from ..training import FullyConnected, Residual
-from . import _cpu
+from . import _cpu, _kernels
 from ._registry import FastPath, register
 
 if TYPE_CHECKING:
@@ -132,12 +136,13 @@ class OneLayerStep:
         self.g = np.empty((runs, m, n), dtype=dtype)
         self.mask_t = np.empty((runs, m, n), dtype=dtype)   # (untouched memory unless dropout)
         self.fold = d_out == 1 and n > cols   # as in Architecture.batched_backward
-        # the built-in tanh in numpy (may run on the pool's threads), and its slope from its value
+        # the built-in tanh: numpy's or torch's (chosen at first use), its slope from its value
         self.tanh = self.act.fused is fused_tanh
         cost = F64_COST if dtype == np.float64 else 1
         work = runs * n * m * cost // STEP_PARALLEL_MIN
         self.most_threads = max(1, min(runs, work)) if self.tanh else 1
         self._parts: dict[int, list[_Part]] = {}
+        self.tanh_by: str | None = None   # "fast" (numpy's) or "reference" (torch's): _kernels
 
     @classmethod
     def make(cls, net: BatchedNet, x_aug: torch.Tensor, y: torch.Tensor,
@@ -175,29 +180,42 @@ class OneLayerStep:
         # with dropout, torch's own threads (the masks, the trainer's loss) spin after their
         # parallel regions, on the cores the pool would need: no split
         threads = min(torch.get_num_threads(), self.most_threads) if dropout is None else 1
+        if self.tanh and self.tanh_by is None:
+            self._choose_tanh()
+        if self.tanh_by == "reference":   # torch's tanh runs on torch's threads: called from the
+            threads = 1                     # pool's, each would start an OpenMP team of its own
         if threads <= 1:
             self._run(self.parts(1)[0], masks, loss)
         else:   # only with tanh: the activation's torch pass stays on this thread
             _cpu.in_parallel([lambda p=part: self._run(p, masks, loss) for part in self.parts(threads)])
         return torch.from_numpy(loss)
 
+    def _choose_tanh(self) -> None:
+        """numpy's or torch's tanh, whichever measures faster on this CPU (``_kernels``)."""
+        self.tanh_by = _kernels.choose(_kernels.TANH, self.h.dtype)
+        self._tanh = getattr(_kernels.TANH, self.tanh_by)
+
+    def _hidden_input(self, part: _Part) -> None:
+        """z^T = W (x, 1)^T, into h's buffer with tanh (taken in place there), else into z's."""
+        np.copyto(part.w_ext[:, :self.m], part.w)
+        if part.blocks:
+            for w_block, z_block, h_block in part.blocks:
+                np.matmul(w_block, self.x_t, out=h_block if self.tanh else z_block)
+        else:
+            np.matmul(part.w_ext, part.x.transpose(0, 2, 1), out=part.h if self.tanh else part.z)
+
     def _run(self, part: _Part, masks: Masks, loss: np.ndarray) -> None:
         """The whole step for one range of runs."""
         m = self.m
         # errstate is per thread; a diverging run is caught by its loss
         with np.errstate(over="ignore", invalid="ignore"):
-            np.copyto(part.w_ext[:, :m], part.w)
-            if part.blocks:   # with tanh, z is computed in h's buffer, and tanh taken in place
-                for w_block, z_block, h_block in part.blocks:
-                    np.matmul(w_block, self.x_t, out=h_block if self.tanh else z_block)   # z^T = W (x, 1)^T
-            else:
-                np.matmul(part.w_ext, part.x.transpose(0, 2, 1), out=part.h if self.tanh else part.z)
+            self._hidden_input(part)
             # with the fold, s holds h^2 (the slope 1 - h^2 is folded into the weight gradient)
             # except on runs that drop units, whose slope the mask scales: there s = 1 - h^2.
             # So a run with q = 0 computes the same with or without dropout in its batch.
             square = self.tanh and self.fold
             if self.tanh and masks is None:   # one buffer: z, then h, then s (fewer bytes moved)
-                np.tanh(part.h, out=part.h)
+                self._tanh(part.h, part.h)
                 delta = self._output(part, loss)
                 np.multiply(part.h, part.h, out=part.h)
                 if not square:
@@ -205,7 +223,7 @@ class OneLayerStep:
                 self._weight_grad(part, delta, part.h, square, [])
                 return
             if self.tanh:
-                np.tanh(part.h, out=part.h)
+                self._tanh(part.h, part.h)
                 np.multiply(part.h, part.h, out=part.s)
                 for runs in _dropping(masks[1], part.runs) if square else [slice(None)]:
                     np.subtract(1, part.s[runs], out=part.s[runs])                 # s = 1 - h^2

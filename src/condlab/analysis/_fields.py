@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import brentq
 
 SigmaPrime = Callable[[Any], Any]
 ROW_BLOCK = 1 << 21  # values of sigma'(w . x) held at once by `velocities`
@@ -107,6 +106,8 @@ def stable_lines_2d(
     increases; a line counts if either end attracts. output_sign=None keeps lines attracting for
     either sign of a, i.e. what a network with output weights of both signs condenses on.
     """
+    from scipy.optimize import brentq  # scipy (~0.6 s to import) only where a field is analysed
+
     X, e = _data_2d(X, e)
     if output_sign == 0:
         raise ValueError("output_sign must be positive, negative or None")

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..plotting import save_figure
 from ..records import Run
 from ..training import Config, train
 from ._claims import ExperimentResult
@@ -81,6 +80,10 @@ class Context:
 
     def save(self, result: ExperimentResult, fig, name: str) -> None:
         """Write a figure as PNG and SVG next to claims.json and list it in the result."""
+        # plotting (matplotlib, ~0.5 s) is imported when a figure is drawn: not by a process
+        # that only imports the experiments (a sweep's, `reproduce --help`'s)
+        from ..plotting import save_figure
+
         result.figures += [str(p) for p in save_figure(fig, self.out / name)]
 
 

@@ -17,7 +17,6 @@ import torch
 from .. import preset
 from .._embed import gradient_norm, newton_refine
 from ..analysis import reduce
-from ..plotting import panel_row, plateau_plot
 from ._claims import ExperimentResult
 from ._context import Context
 
@@ -59,6 +58,7 @@ def _snapshot_list(epochs: int) -> list[int]:
 
 def embedding(ctx: Context) -> ExperimentResult:
     """Plateaus of a wide tanh network are embedded critical points of narrow ones."""
+    from ..plotting import panel_row, plateau_plot
     res = ExperimentResult("embedding", "talk: embedding principle, identification of critical points",
                            ctx.seeds)
     mode = "smoke" if getattr(ctx, "smoke", False) else ("quick" if ctx.quick else "full")

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from ..plotting import new_figure
 from ._claims import ExperimentResult
 from ._context import Context
 from ._facilitators_task import TASK, largest_line_share
@@ -102,6 +101,7 @@ def _measures(rows: list[dict[str, Any]], factor: str, seeds: list[int],
 
 def facilitators(ctx: Context) -> ExperimentResult:
     """Four sweeps, four panels, a verdict per factor: does condensation grow the talk's way?"""
+    from ..plotting import new_figure
     res = ExperimentResult("facilitators", "the talk (condensation facilitators)", ctx.seeds)
     epochs = QUICK_EPOCHS if ctx.quick else EPOCHS
     res.settings = {"m": M, "n": N, "activation": "tanh", "base": BASE,

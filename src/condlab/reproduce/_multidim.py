@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis import analyze_layer, cosine_order
-from ..plotting import cosine_panels
 from ..training import preset
 from ._claims import ExperimentResult, bound_outcome, count_outcome, line_outcome
 from ._context import Context
@@ -37,6 +36,7 @@ def _record_lines(claim, report, expected: int, run, at_most: bool = False) -> N
 
 def fig3(ctx: Context) -> ExperimentResult:
     """Fig. 3: 5-50-1 networks, five activations, heat maps at epoch 100: 1, 2, 3, 1, 1 lines."""
+    from ..plotting import cosine_panels
     res = ExperimentResult("fig3", "NeurIPS 2022, Fig. 3", ctx.seeds)
     res.settings = {"n": 80, "d": 5, "m": 50, "init_std": 0.005, "x_k": "U[-4, 2]",
                     "target": "sum_k 3.5 sin(5 x_k + 1)", "epoch": 100, "optimizer": "adam",
@@ -60,6 +60,7 @@ def fig3(ctx: Context) -> ExperimentResult:
 
 
 def _fig4(ctx: Context, name: str) -> ExperimentResult:
+    from ..plotting import cosine_panels
     res = ExperimentResult(name, "NeurIPS 2022, Fig. 4" + (" without residual connections (A.5)"
                                                            if name == "fig4-plain" else ""), ctx.seeds)
     res.settings = {"n": 80, "d": 3, "m": 18, "layers": 5, "init_std": 0.01, "lr": 4e-5,
@@ -108,6 +109,7 @@ TWO_LAYER_CHOICES = [
 
 def relu(ctx: Context) -> ExperimentResult:
     """Two-layer paper, Fig. 1(d): ReLU condenses on three directions, two of them opposite."""
+    from ..plotting import cosine_panels
     res = ExperimentResult("relu", "two-layer paper, Fig. 1(d)", ctx.seeds)
     res.settings = {"n": 80, "d": 5, "m": 50, "init_std": 0.005, "activation": "relu",
                     "target": "sum_k 3.5 x_k sin(5 x_k + 1)", "epoch": 100}
@@ -132,6 +134,7 @@ def relu(ctx: Context) -> ExperimentResult:
 
 def simple_target(ctx: Context) -> ExperimentResult:
     """Two-layer paper, Fig. 2(a): a lower-frequency target; x2tanh condenses on fewer than 3 lines."""
+    from ..plotting import cosine_panels
     res = ExperimentResult("simple-target", "two-layer paper, Fig. 2(a)", ctx.seeds)
     res.settings = {"n": 80, "d": 5, "m": 50, "init_std": 0.005, "activation": "x2tanh",
                     "target": "sum_k 3.5 x_k sin(2 x_k + 1)", "epoch": 100}

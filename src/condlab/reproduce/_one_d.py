@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis import analyze_run, cosine_order, count_orientations, line_angles
-from ..plotting import cosine_panels, direction_field_plot, panel_row, polyfit_plot
 from ..training import preset
 from ._claims import ExperimentResult, count_outcome
 from ._context import Context
@@ -21,6 +20,7 @@ def _preset(act: str) -> str:
 
 def fig5(ctx: Context) -> ExperimentResult:
     """Fig. 5: at epoch 1000 the output is close to a polynomial of degree p."""
+    from ..plotting import panel_row, polyfit_plot
     res = ExperimentResult("fig5", "NeurIPS 2022, Fig. 5", ctx.seeds)
     res.settings = {**SETTINGS, "epoch": 1000, "test_points": 200}
     res.choices.append("'close to a degree-p polynomial' is measured as 1 - R^2 <= 0.01 for the "
@@ -49,6 +49,7 @@ def fig5(ctx: Context) -> ExperimentResult:
 
 def fig6(ctx: Context) -> ExperimentResult:
     """Fig. 6: the direction field at epoch 200 has p stable lines, and the neurons lie on them."""
+    from ..plotting import direction_field_plot, panel_row
     res = ExperimentResult("fig6", "NeurIPS 2022, Fig. 6", ctx.seeds)
     res.settings = {**SETTINGS, "epoch": 200}
     res.choices.append("a stable line attracts neurons of either sign of the output weight (Fig. 6 "
@@ -92,6 +93,7 @@ EVOLUTION = [("fig3", "fig3", [0, 10, 20, 30, 50, 100]), ("fig3-xtanh", "fig3", 
 
 def evolution(ctx: Context) -> ExperimentResult:
     """A.6: snapshots through the initial stage; condensation forms from random orientations."""
+    from ..plotting import cosine_panels
     res = ExperimentResult("evolution", "NeurIPS 2022, A.6 (not included; designed from the main text)",
                            ctx.seeds)
     res.choices.append("A.6 is not included: heat maps at six epochs up to each figure's epoch; the "

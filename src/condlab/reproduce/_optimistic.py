@@ -26,7 +26,6 @@ import torch
 
 from .. import Config
 from ..analysis import model_rank, rank_over_snapshots, reduce
-from ..plotting import panel_row, rank_plot, sample_size_plot
 from ..training import FCNet, FullyConnected
 from ._claims import ExperimentResult
 from ._context import Context
@@ -148,6 +147,7 @@ def _rank_claims(res: ExperimentResult, k: int, optimistic: int, runs, errors: n
 
 def optimistic(ctx: Context) -> ExperimentResult:
     """Teacher-student sample sizes: small init recovers near O_f*, large init needs far more."""
+    from ..plotting import panel_row, rank_plot, sample_size_plot
     res = ExperimentResult("optimistic", "talk: optimistic sample size (arXiv:2307.08921)", ctx.seeds)
     mode = _mode(ctx)
     ks, ns, epochs = MODES[mode]

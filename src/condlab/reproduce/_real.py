@@ -13,7 +13,6 @@ import os
 
 from ..analysis import analyze_layer, cosine_order, default_epoch
 from ..models import inspect_model
-from ..plotting import cosine_panels
 from ..records import atomic_write_bytes
 from ..training import ENV_VAR, Config, DatasetMissing, data_root, load_mnist
 from ._claims import ExperimentResult, count_outcome
@@ -32,6 +31,7 @@ def _mnist_source(ctx: Context) -> tuple[str, str, str | None]:
 
 def mnist(ctx: Context) -> ExperimentResult:
     """Two-layer paper, Fig. 2(b): 30 hidden x2tanh neurons on MNIST condense on one line."""
+    from ..plotting import cosine_panels
     res = ExperimentResult("mnist", "two-layer paper, Fig. 2(b)", ctx.seeds)
     source, root, missing = _mnist_source(ctx)
     if source == "digits" and (ctx.data_dir or os.environ.get(ENV_VAR)):
@@ -80,6 +80,7 @@ QUICK_IMAGES = 256
 
 def fig2(ctx: Context) -> ExperimentResult:
     """NeurIPS Fig. 2: ResNet18-like CNN + FC head on CIFAR-10; first FC layer on 1 line (2 for xtanh)."""
+    from ..plotting import cosine_panels
     from ..training import (
         calibrate_batchnorm,
         extract_features,

@@ -39,7 +39,6 @@ from torch import nn
 
 from ..analysis import cosine_order, count_orientations
 from ..models import Tracker
-from ..plotting import cosine_panels, new_figure, styled
 from ._claims import ExperimentResult
 from ._context import Context
 
@@ -231,6 +230,7 @@ def transformer(ctx: Context) -> ExperimentResult:
 
 def _heatmaps(runs: dict, variant: str, seed: int):
     """Layer-0 Q, K, V, O, FFN-in: small init where W_Q peaks, default init at the end."""
+    from ..plotting import cosine_panels
     panels = []
     for init in ("small", "default"):
         r = runs[variant, init, seed]
@@ -243,9 +243,16 @@ def _heatmaps(runs: dict, variant: str, seed: int):
     return cosine_panels(panels, ncols=len(MATRICES), suptitle=f"{variant}: layer 0, seed {seed}")
 
 
-@styled
 def _curves_figure(runs: dict, seeds: list[int]):
     """c(t) of layer-0 matrices: rows = LayerNorm variant, columns = matrix, lines = init scale."""
+    from ..plotting import styled  # plotting (matplotlib) when a figure is drawn, not at import
+
+    return styled(_draw_curves)(runs, seeds)
+
+
+def _draw_curves(runs: dict, seeds: list[int]):
+    """_curves_figure's body (drawn under the house style)."""
+    from ..plotting import new_figure
     fig = new_figure(2.3 * len(MATRICES), 2.2 * len(VARIANTS))
     axes = fig.subplots(len(VARIANTS), len(MATRICES), squeeze=False, sharey=True)
     styles = {"small": "-", "gamma0.5": ":", "default": "--"}

@@ -1,0 +1,148 @@
+"""Start-up's share of short jobs: a fresh `condlab` process against one that only trains the same runs.
+
+Two jobs (issue 24, "imports only when used"), each timed as whole processes:
+
+* sweep: ``condlab sweep SPEC --out DIR`` of a 64-run spec based on fig3 (16 learning rates x 4
+  init seeds: one batch), against a process that imports ``condlab.training`` and trains the
+  sweep's planned batches with ``condlab.train(config, runs=...)`` (no records, no table, no
+  line counts);
+* reproduce: ``condlab reproduce fig3 --quick --out DIR``, against a process that trains the
+  configs that command trains (found once by a run that records ``Context.trained``).
+
+The measure is the CPU time (user + sys) of each child process as the kernel accounts it
+(``os.wait4``), so other jobs on a shared machine do not enter it. The two processes of a job
+run as interleaved pairs (the order alternating), --repeat times; printed: each pair's ratio
+and the median ratio (goal: <= 1.1 for the sweep).
+
+    python benchmarks/bench_startup.py [--repeat 5] [--epochs 1000] [--threads 1] [--jobs sweep,reproduce]
+                                       [--src DIR]
+
+--src measures another checkout's src/ folder (e.g. the code before a change: `git archive`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from _machine import machine_line
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+LRS = [1e-3 * 1.1**i for i in range(16)]
+
+TRAIN_ONLY = """
+import json, sys
+from condlab.records import RunSpec
+from condlab.training import Config, train
+for job in json.load(open(sys.argv[1])):
+    specs = None if job["runs"] is None else [RunSpec(**fields) for fields in job["runs"]]
+    train(Config.from_dict(job["config"]), runs=specs, progress=False)
+"""
+
+# records every config `reproduce` trains (Context.trained), for the train-only contender
+DISCOVER = """
+import json, sys
+from condlab.reproduce import Context, reproduce
+train = Context.train
+def recording(self, *args, **kwargs):
+    runs = train(self, *args, **kwargs)
+    json.dump([{"config": c.to_dict(), "runs": None} for c in self.trained], open(sys.argv[1], "w"))
+    return runs
+Context.train = recording
+reproduce("fig3", quick=True, out=sys.argv[2])
+"""
+
+
+def sweep_spec(epochs: int) -> dict:
+    """64 runs of the Fig. 3 network in one batch (lr and seed are per-run keys)."""
+    return {"name": "bench-startup", "base": "fig3",
+            "set": {"train.epochs": epochs, "train.snapshots": "every:100"},
+            "grid": {"train.lr": LRS}, "seeds": {"init": 4}}
+
+
+def cpu_seconds(argv: list[str], env: dict[str, str], cwd: str) -> float:
+    """User + sys CPU seconds of one child process (and its own children) until it exits."""
+    child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise RuntimeError(f"{argv[:4]} failed: {child.stderr.read().decode()[-2000:]}")
+    child.stderr.close()
+    return usage.ru_utime + usage.ru_stime
+
+
+def sweep_job(work: Path, epochs: int, src: Path) -> tuple[list[str], list[str], str]:
+    """(the condlab command, the train-only command, the output folder the command writes)."""
+    sys.path.insert(0, str(src))
+    from condlab.sweeps._plan import make_plan  # the sweep's own planning and batching
+    from condlab.sweeps._sweep import _batches
+
+    spec = sweep_spec(epochs)
+    (work / "spec.json").write_text(json.dumps(spec))
+    batches = _batches(make_plan(spec), set())
+    jobs = [{"config": b.config, "runs": [fields for _, fields in b.runs]} for b in batches]
+    assert sum(len(j["runs"]) for j in jobs) == 64, jobs
+    (work / "sweep_jobs.json").write_text(json.dumps(jobs))
+    return ([sys.executable, "-m", "condlab", "sweep", str(work / "spec.json"), "--out", str(work / "out"),
+             "--no-progress"], [sys.executable, "-c", TRAIN_ONLY, str(work / "sweep_jobs.json")], "out")
+
+
+def reproduce_job(work: Path, env: dict[str, str]) -> tuple[list[str], list[str], str]:
+    """As sweep_job, for `condlab reproduce fig3 --quick` (its configs found by one run first)."""
+    jobs = work / "reproduce_jobs.json"
+    cpu_seconds([sys.executable, "-c", DISCOVER, str(jobs), str(work / "discover")], env, str(work))
+    return ([sys.executable, "-m", "condlab", "reproduce", "fig3", "--quick", "--out", str(work / "out")],
+            [sys.executable, "-c", TRAIN_ONLY, str(jobs)], "out")
+
+
+def pairs(command: list[str], train_only: list[str], out: Path, env: dict[str, str],
+          repeat: int) -> list[tuple[float, float]]:
+    """(command, train-only) CPU seconds, `repeat` interleaved pairs, the order alternating."""
+    found = []
+    for i in range(repeat):
+        times = {}
+        for which in (("command", "train") if i % 2 == 0 else ("train", "command")):
+            subprocess.run(["rm", "-rf", str(out)], check=True)   # a fresh output folder each time
+            times[which] = cpu_seconds(command if which == "command" else train_only, env, str(out.parent))
+        found.append((times["command"], times["train"]))
+        print(f"  pair {i + 1}: command {times['command']:.2f} s, train only {times['train']:.2f} s, "
+              f"ratio {times['command'] / times['train']:.3f}", flush=True)
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=1000, help="the sweep's epochs (fig3: 1000)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--jobs", default="sweep,reproduce")
+    parser.add_argument("--src", type=Path, default=SRC, help="the src/ folder whose condlab runs")
+    args = parser.parse_args()
+    env = {**os.environ, "PYTHONPATH": str(args.src.resolve()), "OMP_NUM_THREADS": str(args.threads),
+           "MKL_NUM_THREADS": str(args.threads)}
+    print(machine_line(threads=args.threads, dtype="float32 (the presets')", src=args.src))
+    medians = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.jobs.split(","):
+            work = Path(tmp) / name
+            work.mkdir()
+            command, train_only, out = (sweep_job(work, args.epochs, args.src.resolve()) if name == "sweep"
+                                        else reproduce_job(work, env))
+            print(f"{name}: {' '.join(command[1:4])} ... vs a process that only trains its runs", flush=True)
+            found = pairs(command, train_only, work / out, env, args.repeat)
+            ratios = [c / t for c, t in found]
+            medians[name] = (statistics.median(ratios), min(ratios), max(ratios),
+                             statistics.median(c for c, _ in found), statistics.median(t for _, t in found))
+    for name, (median, low, high, command, train) in medians.items():
+        print(f"{name}: CPU {command:.2f} s vs train only {train:.2f} s (medians): ratio {median:.3f} "
+              f"(range {low:.3f}-{high:.3f}, {args.repeat} pairs)")
+
+
+if __name__ == "__main__":
+    main()
