@@ -1,9 +1,10 @@
 """The same sweep with and without its run directories prepared while the batch trains.
 
 The local executor makes each batch's ``NAME.partial`` directories and empty files on its
-writer thread while the batch trains (``_sweep_run.prepare_part``). This moves file-system
-work into the training window: it shortens the tail where a core is idle, and competes with
-training where none is, which lowers the share "outside training" without saving wall time.
+writer thread while the batch trains (``sweeps/_local.py``: ``prepare_part``, then
+``_write_prepared``). This moves file-system work into the training window: it shortens the
+tail where a core is idle, and competes with training where none is, which lowers the share
+"outside training" without saving wall time.
 This script shows both: pairs of sweeps (prepared off, on) in one process, interleaved, with
 wall time, training time, the share outside training and the process's CPU time (children
 included), then the medians.
@@ -21,18 +22,23 @@ import torch
 from _machine import machine_line
 from bench_sweep import measure
 
-import condlab.sweeps._run as sweep_run
+import condlab.sweeps._local as local
 
-REAL = (sweep_run.prepare_part, sweep_run._write_prepared)
+REAL = (local.prepare_part, local._write_prepared)
+
+
+def _write_unprepared(batch, result, runs_dir, prepared, storage):
+    done = local.write_part(batch, result, runs_dir)  # makes its directories itself
+    storage.publish(local.Path(runs_dir), done.rows)
+    return done
 
 
 def prepared(on: bool) -> None:
     if on:
-        sweep_run.prepare_part, sweep_run._write_prepared = REAL
+        local.prepare_part, local._write_prepared = REAL
     else:
-        sweep_run.prepare_part = lambda batch, runs_dir: None
-        sweep_run._write_prepared = lambda batch, result, runs_dir, done: sweep_run.write_part(
-            batch, result, runs_dir)
+        local.prepare_part = lambda batch, runs_dir: None
+        local._write_prepared = _write_unprepared
 
 
 def cpu_seconds() -> float:
