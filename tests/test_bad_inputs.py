@@ -75,6 +75,24 @@ def _build(w: Path) -> None:
     (w / "bad.yaml").write_text("model: [width: 5\n")
     (w / "evil.yaml").write_text("model: !!python/object/apply:os.system ['touch pwned']\n")
     (w / "list.yaml").write_text("- 1\n- 2\n")
+    # a booby-trapped module beside the specs: importing it (a spec naming it) leaves `pwned`
+    (w / "helper_task.py").write_text("open('pwned', 'w').close()\nprint('TRAPPED')\n"
+                                      "def train_part(*a):\n    pass\n\ndef write_part(*a):\n    pass\n")
+    _spec(w, "trap", task="helper_task")
+    _spec(w, "zen", task="this")
+    _spec(w, "os", task="os")
+
+
+SPEC_BASE = {"data": {"n": 8, "d": 2}, "model": {"width": 4}, "train": {"epochs": 2, "snapshots": "every:1"}}
+
+
+def _spec(w: Path, name: str, **keys) -> str:
+    """Write specs/NAME.yaml: a tiny sweep with `keys` (a spec mapping) added; its path."""
+    import yaml
+
+    (w / "specs").mkdir(exist_ok=True)
+    (w / f"specs/{name}.yaml").write_text(yaml.safe_dump({"base": SPEC_BASE, **keys}))
+    return f"specs/{name}.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -187,6 +205,13 @@ CASES = [
      ["--layer layer3", "matches no hidden layer", "layer1"], ""),
     ("layer-zero", ["analyze", "runs/earlier/seed0", "--layer", "0", "--no-figures"], 2, ["layer0"], ""),
     ("unknown-command", ["fly"], 2, ["'fly'"], ""),
+    # --- a spec is data: its task is a registered name, nothing is imported (also with --dry-run)
+    ("spec-task-trap-dry", ["sweep", "specs/trap.yaml", "--dry-run"], 2,
+     ["task='helper_task'", "not a registered task", "phase"], SUB),
+    ("spec-task-trap", ["sweep", "specs/trap.yaml", "--out", "sw/trap"], 2,
+     ["task='helper_task'", "not a registered task"], SUB),
+    ("spec-task-zen", ["sweep", "specs/zen.yaml", "--dry-run"], 2, ["task='this'", "facilitators"], SUB),
+    ("spec-task-os", ["sweep", "specs/os.yaml", "--dry-run"], 2, ["task='os'", "not a registered task"], ""),
 ]
 
 
@@ -244,5 +269,21 @@ def test_bad_input(case, workspace, subprocesses, capsys):
     after = subprocesses["after"] if how == SUB else _checksums(workspace)
     assert {k: after.get(k) for k in before} == before  # earlier results are untouched
     assert not (workspace / "pwned").exists()
+    assert "TRAPPED" not in out + err and "Beautiful is better" not in out + err  # nothing imported
     if name == "batch-one-corrupt":
         assert "seed0" in out  # the other run of the batch was analysed
+
+
+def test_a_spec_imports_nothing_even_with_its_folder_on_the_path(tmp_path, monkeypatch, capsys):
+    """The booby-trapped module is importable (its folder on sys.path, as for `python -m`), and
+    neither planning, --dry-run nor a real sweep imports it."""
+    import yaml
+
+    (tmp_path / "helper_task.py").write_text("open('pwned', 'w').close()\n")
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump({"base": SPEC_BASE, "task": "helper_task"}))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for argv in (["sweep", "spec.yaml", "--dry-run"], ["sweep", "spec.yaml", "--out", "o"]):
+        code, _, err = _run(argv, tmp_path, capsys)
+        assert code == 2 and "not a registered task" in err
+    assert "helper_task" not in sys.modules
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["helper_task.py", "spec.yaml"]

@@ -9,7 +9,7 @@ A spec (YAML or a dict) is a base config plus axes::
     zip: {data.n: [20, 40], data.high: [1.0, 1.5]}   # parallel lists (or a list of such groups)
     list: [{train.lr: 1e-3}, {train.lr: 5e-4, model.init_std: 0.01}]   # explicit settings
     seeds: {init: 3, data: [0, 1]}    # train.seeds (a count or a list) and data.seed values
-    task: condlab.reproduce._facilitators_task   # optional: a module that trains and writes a batch
+    task: facilitators                # optional: a registered task (sweeps/_tasks.py) trains each batch
 
 Every point of grid x zip x list x data seeds x init seeds is a config; each config is split
 into single runs over the per-run (batchable) keys ``BATCHED_KEYS``. A run's identity is the
@@ -133,19 +133,10 @@ def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, grouped: bool 
 
 
 def _task(task: Any) -> str:
-    """A spec's task: an importable module with train_part and write_part (docs/sweeps.md)."""
-    import importlib
+    """A spec's task: a name from the registry (``_tasks``); nothing is imported here."""
+    from ._tasks import resolve_task
 
-    if task is None or task == "":
-        return ""
-    try:
-        module = importlib.import_module(str(task))
-    except ImportError:
-        module = None
-    if not isinstance(task, str) or not all(hasattr(module, f) for f in ("train_part", "write_part")):
-        raise ConfigError(f"sweep task={task!r} is not accepted: give an importable module with "
-                          "train_part and write_part, or leave task out (condlab.train)")
-    return task
+    return resolve_task(task)
 
 
 def _base_config(base: Any, base_dir: Path) -> dict[str, Any]:

@@ -233,9 +233,9 @@ def _now(fn, *args) -> Future:
 
 
 def _task(name: str):
-    import importlib
+    from ._tasks import load_task  # a registered task only: never a module named by a spec
 
-    return importlib.import_module(name)
+    return load_task(name)
 
 
 def run_batch(batch: Batch, runs_dir: str, progress: Any = False,
