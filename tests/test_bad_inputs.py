@@ -81,18 +81,46 @@ def _build(w: Path) -> None:
     _spec(w, "trap", task="helper_task")
     _spec(w, "zen", task="this")
     _spec(w, "os", task="os")
+    _spec(w, "escape", name="x/../../../escaped_sweep")
+    _spec(w, "dotname", name=".hidden")
+    _spec(w, "ctrl", name="a\x07b")
+    _spec(w, "longname", name="s" * 101)
+    for name, keys in PHASE_SPECS.items():
+        _phase(w, name, keys)
 
 
 SPEC_BASE = {"data": {"n": 8, "d": 2}, "model": {"width": 4}, "train": {"epochs": 2, "snapshots": "every:1"}}
 
 
-def _spec(w: Path, name: str, **keys) -> str:
+def _spec(w: Path, file: str, **keys) -> str:
     """Write specs/NAME.yaml: a tiny sweep with `keys` (a spec mapping) added; its path."""
     import yaml
 
     (w / "specs").mkdir(exist_ok=True)
-    (w / f"specs/{name}.yaml").write_text(yaml.safe_dump({"base": SPEC_BASE, **keys}))
-    return f"specs/{name}.yaml"
+    (w / f"specs/{file}.yaml").write_text(yaml.safe_dump({"base": SPEC_BASE, **keys}))
+    return f"specs/{file}.yaml"
+
+
+PHASE_SPECS = {  # diagram specs with one bad value each: the key, then the value as YAML writes it
+    "gammas-empty": {"gammas": []}, "widths-negative": {"widths": [-5, 0]},
+    "gammas-nan": {"gammas": [float("nan")]}, "gammas-text": {"gammas": ["a"]},
+    "gammas-dup": {"gammas": [0.5, 0.5]}, "seeds-negative": {"seeds": [-1]},
+    "tol-zero": {"tol": 0}, "max-steps-zero": {"max_steps": 0}, "widths-number": {"widths": 5},
+    "name-escape": {"name": "../../escaped_phase"}, "c-inf": {"c": float("inf")},
+    "schemes-unknown": {"schemes": ["nope"]}, "unknown-key": {"gama": [1.0]},
+}
+
+
+def _phase(w: Path, name: str, keys: dict) -> str:
+    import yaml
+
+    (w / "phase").mkdir(exist_ok=True)
+    (w / f"phase/{name}.yaml").write_text(yaml.safe_dump(keys))
+    return f"phase/{name}.yaml"
+
+
+def _name(value: str) -> list[str]:
+    return ["train", *TINY, "--set", f"name={value}"]
 
 
 @pytest.fixture(scope="module")
@@ -212,6 +240,32 @@ CASES = [
      ["task='helper_task'", "not a registered task"], SUB),
     ("spec-task-zen", ["sweep", "specs/zen.yaml", "--dry-run"], 2, ["task='this'", "facilitators"], SUB),
     ("spec-task-os", ["sweep", "specs/os.yaml", "--dry-run"], 2, ["task='os'", "not a registered task"], ""),
+    # --- names are names: a folder made from one stays inside its root
+    ("name-escape", _name("../../escaped_train"), 2, ["name='../../escaped_train'", "'..'"], SUB),
+    ("name-slash", _name("a/b"), 2, ["name='a/b'", "path separator"], ""),
+    ("name-backslash", _name("a\\b"), 2, ["name=", "path separator"], ""),
+    ("name-absolute", _name("/tmp/escaped_abs"), 2, ["name='/tmp/escaped_abs'", "path separator"], ""),
+    ("name-dot", _name(".hidden"), 2, ["name='.hidden'", "starts with '.'"], ""),
+    ("name-dotdot", _name(".."), 2, ["name='..'"], ""),
+    ("name-dash", _name("-rf"), 2, ["name='-rf'", "'-'"], ""),
+    ("name-long", _name("n" * 101), 2, ["101 characters", "1-100"], ""),
+    ("name-control", ["sweep", "specs/ctrl.yaml", "--dry-run"], 2, ["control character"], ""),
+    ("name-empty", _name("''"), 2, ["name=''", "empty"], ""),
+    ("sweep-name-escape", ["sweep", "specs/escape.yaml", "--dry-run"], 2,
+     ["sweep name='x/../../../escaped_sweep'", "'..'"], ""),
+    ("sweep-name-escape-run", ["sweep", "specs/escape.yaml"], 2, ["sweep name="], ""),
+    ("sweep-name-dot", ["sweep", "specs/dotname.yaml"], 2, ["sweep name='.hidden'"], ""),
+    ("sweep-name-long", ["sweep", "specs/longname.yaml", "--dry-run"], 2, ["101 characters"], ""),
+    # --- phase diagram specs: every value range-checked before anything is planned
+    *[(f"phase-{name}", ["phase-diagram", "--spec", f"phase/{name}.yaml", "--out", f"ph/{name}"], 2,
+       [f"phase/{name}.yaml", needle], "") for name, needle in [
+        ("gammas-empty", "gammas=[] is not accepted"), ("widths-negative", "widths=[-5, 0]"),
+        ("gammas-nan", "gammas=[nan]"), ("gammas-text", "gammas=['a']"), ("gammas-dup", "repeated"),
+        ("seeds-negative", "seeds=[-1]"), ("tol-zero", "tol=0"), ("max-steps-zero", "max_steps=0"),
+        ("widths-number", "widths"), ("name-escape", "name='../../escaped_phase'"), ("c-inf", "c=inf"),
+        ("unknown-key", "'gama'")]],
+    ("phase-schemes-unknown", ["phase-diagram", "--spec", "phase/schemes-unknown.yaml"], 2,
+     ["scheme 'nope'", "choose from"], ""),
 ]
 
 
@@ -269,6 +323,7 @@ def test_bad_input(case, workspace, subprocesses, capsys):
     after = subprocesses["after"] if how == SUB else _checksums(workspace)
     assert {k: after.get(k) for k in before} == before  # earlier results are untouched
     assert not (workspace / "pwned").exists()
+    assert not [p for p in workspace.parent.rglob("escaped*")] and not Path("/tmp/escaped_abs").exists()
     assert "TRAPPED" not in out + err and "Beautiful is better" not in out + err  # nothing imported
     if name == "batch-one-corrupt":
         assert "seed0" in out  # the other run of the batch was analysed

@@ -87,13 +87,14 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from ._guards import check_fresh_out, fresh_dir
+    from ._names import folder_for
     from .training import train
 
     if args.resume:
         return cmd_resume(args)
     cfg = _load_config(args)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out) if args.out else fresh_dir(Path("runs") / f"{cfg.name}-{stamp}")
+    out = Path(args.out) if args.out else fresh_dir(folder_for("runs", cfg.name, "name", "{}-" + stamp))
     check_fresh_out(out, args.overwrite)
     result = train(cfg, out=out, progress=not args.no_progress and sys.stderr.isatty(),
                    overwrite=args.overwrite)  # replaces (and removes) earlier run folders

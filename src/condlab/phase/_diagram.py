@@ -8,6 +8,7 @@ named schemes; every run is hashed like a sweep run, so a killed diagram resumes
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -150,8 +151,39 @@ def load_diagram_spec(path: str | Path, cls: type[DiagramSpec] = DiagramSpec) ->
         raise ConfigError(f"diagram spec '{path}': {err}") from None
     if spec.layers != cls.layers:
         raise ConfigError(f"diagram spec '{path}': layers {spec.layers} is not accepted here: {cls.layers}")
+    check_ranges(spec, f"diagram spec '{path}'")
     spec.training(1)  # checks target, activation, schemes
     return spec
+
+
+def check_ranges(spec: DiagramSpec, where: str) -> None:
+    """Refuse, with one line naming the value, what would fail (or train nothing) later."""
+    from .._names import check_name
+    from ..training import ConfigError
+
+    def bad(key: str, value: Any, rule: str) -> ConfigError:
+        return ConfigError(f"{where}: {key}={value!r} is not accepted: {rule}")
+
+    check_name(spec.name, f"{where}: name")
+    for key in ("gammas", "gamma_primes", "widths", "seeds"):
+        values = getattr(spec, key)
+        if not isinstance(values, list) or not values:
+            raise bad(key, values, "give a non-empty list")
+        if not all(type(v) in (int, float) and math.isfinite(v) for v in values):
+            raise bad(key, values, "give finite numbers")
+        if len(set(values)) != len(values):
+            raise bad(key, values, "it has repeated values (each would be trained twice)")
+    if not all(m >= 1 for m in spec.widths):
+        raise bad("widths", spec.widths, "each width must be an integer >= 1")
+    if not all(isinstance(s, int) and s >= 0 for s in spec.seeds):
+        raise bad("seeds", spec.seeds, "seeds are integers >= 0")
+    for key, value in (("tol", spec.tol), ("c", spec.c)):
+        if not 0 < value < math.inf:
+            raise bad(key, value, "it must be a finite number > 0")
+    if spec.max_steps < 1:
+        raise bad("max_steps", spec.max_steps, "it must be an integer >= 1")
+    if not isinstance(spec.schemes, list):
+        raise bad("schemes", spec.schemes, "give a list of scheme names (or [])")
 
 
 def read_spec(path: str | Path, cls: type, what: str) -> dict[str, Any]:
@@ -168,7 +200,8 @@ def read_spec(path: str | Path, cls: type, what: str) -> dict[str, Any]:
     names = [f.name for f in fields(cls)]
     unknown = sorted(set(raw) - set(names))
     if unknown:
-        raise ConfigError(f"unknown diagram spec key '{unknown[0]}': {what} has keys {', '.join(names)}")
+        raise ConfigError(f"diagram spec '{path}': unknown key '{unknown[0]}': {what} has keys "
+                          f"{', '.join(names)}")
     return raw
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .._display import ShownAsPage
+from .._names import folder_for
 from ..records import atomic_write_json, atomic_write_text, provenance
 from ..sweeps import csv_text
 from ._diagram import SPECS, DiagramSpec, load_diagram_spec, preset_spec, run_sweep, spec_dict, sweep_counts
@@ -71,7 +72,7 @@ def phase_diagram_cli(args) -> int:
     import sys
 
     spec = _cli_spec(args)
-    out = Path(args.out) if args.out else Path("runs") / spec.name
+    out = Path(args.out) if args.out else folder_for("runs", spec.name, "diagram name")
     res = phase_diagram(spec, out=out, executor=args.executor, address=args.address,
                         progress=not args.no_progress and sys.stderr.isatty())
     for error in res.sweep.errors:

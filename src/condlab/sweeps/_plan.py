@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from .._names import check_name
 from ..training import Config, ConfigError, assign_key
 from ._hash import (  # noqa: F401  (re-exported: the sweep engine and phase diagrams use them)
     BATCHED,
@@ -99,7 +100,7 @@ def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, grouped: bool 
     if unknown:
         raise ConfigError(f"unknown sweep key '{unknown[0]}': a spec has keys {', '.join(SPEC_KEYS)}")
     base = _base_config(raw.get("base"), base_dir)
-    name = str(raw.get("name", base["name"]))
+    name = check_name(raw.get("name", base["name"]), "sweep name")
     base["name"] = name
     for key, value in _mapping(raw.get("set") or {}, "set").items():
         assign_key(base, key, value)

@@ -29,6 +29,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from .._display import ShownAsPage
+from .._names import folder_for
 from ..training import ConfigError
 from . import _local, _ray  # noqa: F401  (the built-in executors: each file registers its class)
 from ._executors import EXECUTORS, OPTION_FLAGS, Executor
@@ -141,7 +142,8 @@ def _sweep(spec: str | Path | dict[str, Any], out: str | Path | None, executor: 
     raw, text, base_dir = load_spec(spec)
     plan = make_plan(raw, base_dir)
     runner = make_executor(executor, **options)
-    storage = open_storage(out if out is not None else Path("runs") / f"sweep-{plan.name}")
+    default = None if out is not None else folder_for("runs", plan.name, "sweep name", "sweep-{}")
+    storage = open_storage(out if out is not None else default)
     if dry_run:
         done_rows, todo = _pending(plan, storage)
         result = SweepResult(plan, None, skipped=len(done_rows),

@@ -58,7 +58,8 @@ def load_task(name: str) -> ModuleType:
     else:
         ep = _entry_points().get(name)
         if ep is None:
-            raise ConfigError(f"task '{name}' is not registered here: choose one of {', '.join(task_names())}")
+            raise ConfigError(f"task '{name}' is not registered here: choose one of "
+                              f"{', '.join(task_names())}")
         module = ep.load()
     missing = [f for f in ("train_part", "write_part") if not hasattr(module, f)]
     if missing:

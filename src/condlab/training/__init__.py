@@ -12,6 +12,8 @@ _EXPORTS = {
     "register_architecture": "._arch",
     "register_optimizer": "._optim",
     "ACTIVATION_ALIASES": "._checks",
+    "NAME_RULE": "._checks",
+    "name_problem": "._checks",
     "Architecture": "._models",
     "BatchedNet": "._models",
     "Config": "._config",

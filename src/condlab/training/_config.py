@@ -331,8 +331,10 @@ def _check(ok: bool, message: str) -> None:
 
 def validate(cfg: Config) -> Config:
     """Check ranges and names; returns `cfg` unchanged (a single activation stays one entry)."""
-    from ._checks import is_builtin_activation, target_problem
+    from ._checks import NAME_RULE, is_builtin_activation, name_problem, target_problem
 
+    problem = name_problem(cfg.name)  # a folder is made from it: a name, never a path
+    _check(problem is None, f"name={cfg.name!r} is not accepted ({problem}): {NAME_RULE}")
     d, m, t = cfg.data, cfg.model, cfg.train
     for key, value in [("data.n", d.n), ("data.d", d.d), ("model.width", m.width),
                        ("model.depth", m.depth), ("model.d_out", m.d_out),
