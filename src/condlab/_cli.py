@@ -144,6 +144,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     result = sweep(args.spec, out=args.out, executor=args.executor, address=args.address,
                    dry_run=args.dry_run, progress=not args.no_progress and sys.stderr.isatty(),
                    cpus_per_batch=args.cpus_per_batch, return_runs=args.return_runs)
+    for line in result.damage_lines():
+        print(f"condlab: warning: {line}", file=sys.stderr)
     if args.dry_run:
         batches = len({r.batch for r in result.plan.runs})
         print(f"sweep {result.plan.name}: {len(result.plan.runs)} runs in {batches} batches; "

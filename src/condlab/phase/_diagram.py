@@ -259,9 +259,11 @@ def run_sweep(spec: DiagramSpec, *, out: Path, executor: str = "local", address:
     out = Path(out)
     runs_dir = out / "runs"
     with folder_lock(out, "phase diagram"):  # one process per --out (the pid of the other is named)
-        done_rows = {r.hash: row for r in plan.runs if (row := finished_row(runs_dir / r.hash)) is not None}
+        damaged: dict[str, str] = {}
+        done_rows = {r.hash: row for r in plan.runs
+                     if (row := finished_row(runs_dir / r.hash, damaged)) is not None}
         todo = [b for b in (_without(b, done_rows) for b in batches) if b.runs]
-        result = SweepResult(plan, out, skipped=len(done_rows))
+        result = SweepResult(plan, out, skipped=len(done_rows), damaged=damaged)
         write_inputs(out, spec_yaml(spec), plan)
         execute_batches(runner, todo, runs_dir, result, done_rows, progress)
     result.pending = len(plan.runs) - result.skipped - result.trained - result.failed

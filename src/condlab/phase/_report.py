@@ -75,6 +75,8 @@ def phase_diagram_cli(args) -> int:
     out = Path(args.out) if args.out else folder_for("runs", spec.name, "diagram name")
     res = phase_diagram(spec, out=out, executor=args.executor, address=args.address,
                         progress=not args.no_progress and sys.stderr.isatty())
+    for line in res.sweep.damage_lines():
+        print(f"condlab: warning: {line}", file=sys.stderr)
     for error in res.sweep.errors:
         print(f"condlab: error: {error}", file=sys.stderr)
     print(res.sweep.summary().replace(f"table: {res.sweep.tables[-1]}", f"runs: {out / 'results.csv'}"))

@@ -78,6 +78,12 @@ class SweepResult(ShownAsPage):
     columns: list[str] = field(default_factory=list)
     tables: list[Path | str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    damaged: dict[str, str] = field(default_factory=dict)  # run folder -> why it is trained again
+
+    def damage_lines(self) -> list[str]:
+        """One line per finished-looking run whose record was damaged (it is trained again)."""
+        verb = "to be trained again" if self.out is None else "trained again"
+        return [f"run '{path}' was damaged ({why}): {verb}" for path, why in self.damaged.items()]
 
     def summary(self) -> str:
         """The one-line account printed at the end of a sweep."""
@@ -145,16 +151,18 @@ def _sweep(spec: str | Path | dict[str, Any], out: str | Path | None, executor: 
     default = None if out is not None else folder_for("runs", plan.name, "sweep name", "sweep-{}")
     storage = open_storage(out if out is not None else default)
     if dry_run:
-        done_rows, todo = _pending(plan, storage)
+        damaged: dict[str, str] = {}
+        done_rows, todo = _pending(plan, storage, damaged)
         result = SweepResult(plan, None, skipped=len(done_rows),
-                             pending=sum(len(b.runs) for b in todo))
+                             pending=sum(len(b.runs) for b in todo), damaged=damaged)
         result.seconds = time.perf_counter() - start
         return result
     runner.connect()  # an unreachable cluster fails here, before anything is written
     try:
         with storage.lock():  # a second sweep on the same --out is refused, naming this pid
-            done_rows, todo = _pending(plan, storage)
-            result = SweepResult(plan, storage.out, skipped=len(done_rows))
+            damaged = {}
+            done_rows, todo = _pending(plan, storage, damaged)
+            result = SweepResult(plan, storage.out, skipped=len(done_rows), damaged=damaged)
             runner.check(storage, todo)  # refusals (resources, storage, versions): still nothing written
             storage.drop_partials()
             show = sys.stderr.isatty() if progress is None else progress
@@ -170,9 +178,10 @@ def _sweep(spec: str | Path | dict[str, Any], out: str | Path | None, executor: 
     return result
 
 
-def _pending(plan: Plan, storage: Any) -> tuple[dict[str, dict[str, Any]], list[Batch]]:
-    """(rows of the finished runs by hash, batches of the runs still to train)."""
-    done_rows = storage.finished_rows(r.hash for r in plan.runs)
+def _pending(plan: Plan, storage: Any, damaged: dict[str, str]) -> tuple[dict[str, Any], list[Batch]]:
+    """(rows of the finished runs by hash, batches of the runs still to train); a damaged run
+    (path -> why) is among the latter."""
+    done_rows = storage.finished_rows((r.hash for r in plan.runs), damaged)
     return done_rows, _batches(plan, set(done_rows))
 
 
