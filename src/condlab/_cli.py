@@ -274,8 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     p.add_argument("--data-dir", help="directory with MNIST / CIFAR files (else $CONDLAB_DATA)")
     p.add_argument("--executor", choices=["local", "ray"], default="local",
-                   help="where the sweep-based experiments (facilitators) train: in this process "
-                   "(default) or on a Ray cluster (--address); the others ignore it")
+                   help="where the sweep-based experiment (facilitators) trains: in this process "
+                   "(default) or on a Ray cluster (--address); refused for the others")
     p.add_argument("--address", help="the Ray head HOST:PORT for --executor ray (default: a local cluster)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the verdict rows as JSON instead of the table")

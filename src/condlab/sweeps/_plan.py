@@ -77,12 +77,17 @@ class Plan:
 def load_spec(spec: str | Path | dict[str, Any]) -> tuple[dict[str, Any], str, Path]:
     """A spec file or mapping -> (mapping, the text as given, directory for relative paths)."""
     if isinstance(spec, dict):
+        if not spec:
+            raise ConfigError("the sweep spec is empty: give a base and axes (grid, zip, list, seeds)")
         return copy.deepcopy(spec), yaml.safe_dump(spec, sort_keys=False), Path.cwd()
     path = Path(spec)
     if not path.is_file():
         raise ConfigError(f"sweep spec '{path}' does not exist")
     text = path.read_text()
-    raw = yaml.safe_load(text) or {}
+    raw = yaml.safe_load(text)
+    if not raw and raw is not False:  # an empty spec would train the defaults unasked
+        raise ConfigError(f"sweep spec '{path}' is empty: give a base and axes (grid, zip, list, "
+                          "seeds; docs/sweeps.md)")
     if not isinstance(raw, dict):
         raise ConfigError(f"sweep spec '{path}' must hold a mapping, got {type(raw).__name__}")
     return raw, text, path.resolve().parent
@@ -180,17 +185,20 @@ def _axes(raw: dict[str, Any], base: dict[str, Any]) -> tuple[list[list[dict[str
         axes.append([{key: v} for v in _values(values, f"grid.{key}")])
     groups = raw.get("zip") or []
     for i, group in enumerate([groups] if isinstance(groups, dict) else groups):
-        lists = {k: _values(v, f"zip.{k}") for k, v in _mapping(group, "zip").items()}
+        lists = {k: _values(v, f"zip.{k}", unique=False) for k, v in _mapping(group, "zip").items()}
         if len({len(v) for v in lists.values()}) > 1:
             lengths = ", ".join(f"{k}: {len(v)}" for k, v in lists.items())
             raise ConfigError(f"sweep zip group {i + 1} has lists of different lengths ({lengths})")
         for key in lists:
             claim(key, "zip")
-        axes.append([dict(zip(lists, vals, strict=True)) for vals in zip(*lists.values(), strict=True)])
+        rows = [list(vals) for vals in zip(*lists.values(), strict=True)]
+        _values(rows, f"zip group {i + 1} ({', '.join(lists)})")  # a repeated tuple: the same runs twice
+        axes.append([dict(zip(lists, vals, strict=True)) for vals in rows])
     items = raw.get("list")
     if items is not None:
         if not isinstance(items, list) or not items:
             raise ConfigError("sweep 'list' must be a non-empty list of mappings of config keys")
+        _values(items, "list")  # the same item twice: the same runs twice
         for item in items:
             for key in _mapping(item, "list"):
                 claim(key, "list")
@@ -222,9 +230,19 @@ def _seed_axes(seeds: Any, claim) -> list[list[dict[str, Any]]]:
     return axes
 
 
-def _values(values: Any, where: str) -> list[Any]:
+def _values(values: Any, where: str, unique: bool = True) -> list[Any]:
+    """A non-empty list; `unique`: without repeats (a zip column may repeat: its tuples differ)."""
     if not isinstance(values, list) or not values:
         raise ConfigError(f"sweep {where}={values!r} is not accepted: give a non-empty list of values")
+    if not unique:
+        return values
+    seen: dict[str, Any] = {}
+    for v in values:  # as `train` refuses them: a repeat would plan the same runs twice
+        token = canonical_json(v)
+        if token in seen:
+            raise ConfigError(f"sweep {where}={values!r} is not accepted: it has repeated values "
+                              f"({seen[token]!r} and {v!r}); give each value once")
+        seen[token] = v
     return values
 
 

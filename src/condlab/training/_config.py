@@ -145,11 +145,14 @@ class Config:
             what = "is a folder, not a file" if path.is_dir() else "does not exist"
             raise ConfigError(f"config file '{path}' {what}")
         try:
-            raw = yaml.safe_load(path.read_text()) or {}
+            raw = yaml.safe_load(path.read_text())
         except yaml.YAMLError as err:  # tags such as !!python/object are refused here too
             raise ConfigError(f"config file '{path}' is not valid YAML: {_yaml_problem(err)}") from None
         except UnicodeDecodeError:
             raise ConfigError(f"config file '{path}' is not UTF-8 text") from None
+        if not raw and raw is not False:  # an empty file (or `{}`) would train the defaults unasked
+            raise ConfigError(f"config file '{path}' is empty: give a mapping of config keys "
+                              "(`condlab config` prints them), or leave the file out for the defaults")
         if not isinstance(raw, dict):
             raise ConfigError(f"config file '{path}' must hold a mapping, got {type(raw).__name__}")
         return cls.from_dict(raw)
