@@ -294,7 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="neurons below the amplitude cutoff: merged into one (default), dropped or kept")
     p.add_argument("--amplitude-tol", type=float,
                    help="split each line into amplitude bands r_max <= (1 + tol) r_min before merging")
-    p.add_argument("--out", help="output directory (default: RUN/reduce/epochE)")
+    p.add_argument("--out", help="output directory (default: RUN/reduce/epochE); one holding a reduction "
+                   "of other settings is refused")
+    p.add_argument("--overwrite", action="store_true", help="replace a reduction of other settings in --out")
     p.add_argument("--json", action="store_true", help="print the reduction as JSON")
     p.set_defaults(func=cmd_reduce)
 
@@ -359,7 +361,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", help="a diagram spec YAML (gammas, gamma_primes, widths, seeds, schemes, "
                    "target, tol, max_steps; see docs/phase_diagram.md) instead of a preset")
     p.add_argument("--out", help="output directory (default runs/phase-MODE-TARGET, runs/phase3-MODE-TARGET "
-                   "with --depth 3); reused to resume")
+                   "with --depth 3); reused to resume the same spec; another spec's diagram or another "
+                   "kind of result there is refused")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the regimes, claims and figures of a diagram of another spec in --out")
     p.add_argument("--executor", default="local", choices=["local", "ray"])
     p.add_argument("--address", help="Ray cluster address (default: a local Ray)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -177,10 +177,12 @@ def _print_analysis(analysis, out: Path | None, figures: list[Path]) -> None:
 
 
 def cmd_reduce(args: argparse.Namespace) -> int:
+    from ._guards import check_amplitude_tol, check_same_result
     from .analysis import reduce
     from .records import atomic_write_json, atomic_write_npz, load_run, provenance
 
-    results = []
+    check_amplitude_tol(args.amplitude_tol)
+    done = []  # every run reduced and every folder checked before anything is written
     for run_dir in _run_dirs(Path(args.path)):
         run = load_run(run_dir)
         layer = hidden_layers(run, [args.layer])
@@ -189,10 +191,16 @@ def cmd_reduce(args: argparse.Namespace) -> int:
         red = reduce(run, epoch=args.epoch, layer=layer[0], negligible=args.negligible,
                      amplitude_tol=args.amplitude_tol)
         out = Path(args.out) / run_dir.name if args.out else run_dir / "reduce" / f"epoch{red.epoch}"
+        settings = {"layer": f"layer{layer[0] + 1}", "epoch": red.epoch, "negligible": args.negligible,
+                    "amplitude_tol": args.amplitude_tol}
+        check_same_result(out / "reduction.json", settings, args.overwrite, "reduce")
+        done.append((run_dir, run, red, out, settings))
+    results = []
+    for run_dir, run, red, out, settings in done:
         names = run.architecture.names
         atomic_write_npz(out / "reduced.npz", {n: w.detach().numpy() for n, w in zip(names, red.net.layers,
                                                                                       strict=True)})
-        atomic_write_json(out / "reduction.json", {"run": str(run_dir), **red.to_dict(),
+        atomic_write_json(out / "reduction.json", {"run": str(run_dir), **red.to_dict(), "settings": settings,
                                                    "provenance": provenance()})
         results.append({"run": str(run_dir), **red.to_dict(), "out": str(out)})
         if not args.json:

@@ -13,7 +13,16 @@ from .._display import ShownAsPage
 from .._names import folder_for
 from ..records import atomic_write_json, atomic_write_text, provenance
 from ..sweeps import csv_text
-from ._diagram import SPECS, DiagramSpec, load_diagram_spec, preset_spec, run_sweep, spec_dict, sweep_counts
+from ._diagram import (
+    SPECS,
+    DiagramSpec,
+    load_diagram_spec,
+    preset_spec,
+    run_sweep,
+    spec_dict,
+    spec_yaml,
+    sweep_counts,
+)
 
 
 @dataclass
@@ -33,13 +42,19 @@ class DiagramResult(ShownAsPage):
 
 
 def phase_diagram(spec: DiagramSpec, *, out: str | Path, executor: str = "local", address: str | None = None,
-                  progress: bool = False) -> DiagramResult:
+                  progress: bool = False, overwrite: bool = False) -> DiagramResult:
     """Train what is not done yet in `out` (through the sweep engine), fit, judge, draw, write.
 
     `spec`: a DiagramSpec (two layers, JMLR 2021) or a DiagramSpec3 (three layers, per layer).
     Writes OUT/results.csv (one row per run), regimes.csv, claims.json, phase_diagram.png/.svg (and,
-    for two layers, rescaled_time.png/.svg); see docs/phase_diagram.md.
+    for two layers, rescaled_time.png/.svg); see docs/phase_diagram.md. An `out` holding another
+    kind of result is refused, one holding a diagram of another spec unless `overwrite`.
     """
+    from .._guards import check_result_folder
+
+    earlier = Path(out) / "spec.yaml"
+    same = earlier.is_file() and earlier.read_text() == spec_yaml(spec)
+    check_result_folder(Path(out), "phase diagram", same, overwrite)
     start = time.perf_counter()
     sweep = run_sweep(spec, out=Path(out), executor=executor, address=address, progress=progress)
     return report(spec, sweep, Path(out), time.perf_counter() - start)
@@ -74,7 +89,7 @@ def phase_diagram_cli(args) -> int:
     spec = _cli_spec(args)
     out = Path(args.out) if args.out else folder_for("runs", spec.name, "diagram name")
     res = phase_diagram(spec, out=out, executor=args.executor, address=args.address,
-                        progress=not args.no_progress and sys.stderr.isatty())
+                        progress=not args.no_progress and sys.stderr.isatty(), overwrite=args.overwrite)
     for line in res.sweep.damage_lines():
         print(f"condlab: warning: {line}", file=sys.stderr)
     for error in res.sweep.errors:

@@ -150,6 +150,10 @@ def _sweep(spec: str | Path | dict[str, Any], out: str | Path | None, executor: 
     runner = make_executor(executor, **options)
     default = None if out is not None else folder_for("runs", plan.name, "sweep name", "sweep-{}")
     storage = open_storage(out if out is not None else default)
+    if isinstance(storage, LocalStorage):  # a sweep extends a sweep (a new spec adds runs), nothing else
+        from .._guards import check_result_folder
+
+        check_result_folder(storage.root, "sweep", True, False)
     if dry_run:
         damaged: dict[str, str] = {}
         done_rows, todo = _pending(plan, storage, damaged)
