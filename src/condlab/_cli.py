@@ -143,7 +143,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     result = sweep(args.spec, out=args.out, executor=args.executor, address=args.address,
                    dry_run=args.dry_run, progress=not args.no_progress and sys.stderr.isatty(),
-                   cpus_per_batch=args.cpus_per_batch, return_runs=args.return_runs)
+                   cpus_per_batch=args.cpus_per_batch, return_runs=args.return_runs, yes=args.yes)
     for line in result.damage_lines():
         print(f"condlab: warning: {line}", file=sys.stderr)
     if args.dry_run:
@@ -341,6 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Ray, without shared storage: tasks return their runs (at most 256 MiB a batch) "
                    "through Ray's object store, and this process writes them to --out")
     p.add_argument("--dry-run", action="store_true", help="plan and count runs; write and train nothing")
+    p.add_argument("--yes", action="store_true", help="plan more than 100,000 runs (refused without it)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the results table's rows as JSON")
     p.set_defaults(func=cmd_sweep)
@@ -365,6 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "kind of result there is refused")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the regimes, claims and figures of a diagram of another spec in --out")
+    p.add_argument("--yes", action="store_true", help="train a diagram of more than 100,000 runs")
     p.add_argument("--executor", default="local", choices=["local", "ray"])
     p.add_argument("--address", help="Ray cluster address (default: a local Ray)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -221,9 +221,15 @@ def run_hash(config: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:HASH_CHARS]
 
 
-def plan_diagram(spec: DiagramSpec) -> tuple[Plan, list[Batch]]:
+def plan_diagram(spec: DiagramSpec, yes: bool = False) -> tuple[Plan, list[Batch]]:
     """Every run of the diagram (hashed like sweep runs) and the batches that train them: the runs of
-    every point x seed at every width, in batches of at most MAX_ELEMENTS array elements."""
+    every point x seed at every width, in batches of at most MAX_ELEMENTS array elements (counted
+    first: more than MAX_RUNS only with `yes`)."""
+    from ..sweeps import check_run_count
+
+    points = len(spec.gammas) * len(spec.gamma_primes) + len(spec.schemes)
+    check_run_count(points * len(spec.seeds) * len(spec.widths), [points, len(spec.seeds), len(spec.widths)],
+                    f"diagram {spec.name}", yes)
     depth = spec.depth
     fixed = {k: getattr(spec, k) for k in depth.coords[2:]}  # three layers: the gamma2 of the slice
     points = [{"gamma": g, "gamma_prime": gp, **fixed, "scheme": ""}
@@ -248,13 +254,13 @@ def plan_diagram(spec: DiagramSpec) -> tuple[Plan, list[Batch]]:
 
 
 def run_sweep(spec: DiagramSpec, *, out: Path, executor: str = "local", address: str | None = None,
-              progress: bool = False):
+              progress: bool = False, yes: bool = False):
     """Train what is not done yet in `out` through the sweep engine; write results.csv -> SweepResult."""
     from ..records import folder_lock
     from ..sweeps import SweepResult, execute_batches, finished_row, make_executor, write_inputs, write_table
 
     start = time.perf_counter()
-    plan, batches = plan_diagram(spec)
+    plan, batches = plan_diagram(spec, yes)
     runner = make_executor(executor, address)
     out = Path(out)
     runs_dir = out / "runs"

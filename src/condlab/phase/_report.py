@@ -42,7 +42,7 @@ class DiagramResult(ShownAsPage):
 
 
 def phase_diagram(spec: DiagramSpec, *, out: str | Path, executor: str = "local", address: str | None = None,
-                  progress: bool = False, overwrite: bool = False) -> DiagramResult:
+                  progress: bool = False, overwrite: bool = False, yes: bool = False) -> DiagramResult:
     """Train what is not done yet in `out` (through the sweep engine), fit, judge, draw, write.
 
     `spec`: a DiagramSpec (two layers, JMLR 2021) or a DiagramSpec3 (three layers, per layer).
@@ -56,7 +56,7 @@ def phase_diagram(spec: DiagramSpec, *, out: str | Path, executor: str = "local"
     same = earlier.is_file() and earlier.read_text() == spec_yaml(spec)
     check_result_folder(Path(out), "phase diagram", same, overwrite)
     start = time.perf_counter()
-    sweep = run_sweep(spec, out=Path(out), executor=executor, address=address, progress=progress)
+    sweep = run_sweep(spec, out=Path(out), executor=executor, address=address, progress=progress, yes=yes)
     return report(spec, sweep, Path(out), time.perf_counter() - start)
 
 
@@ -89,7 +89,8 @@ def phase_diagram_cli(args) -> int:
     spec = _cli_spec(args)
     out = Path(args.out) if args.out else folder_for("runs", spec.name, "diagram name")
     res = phase_diagram(spec, out=out, executor=args.executor, address=args.address,
-                        progress=not args.no_progress and sys.stderr.isatty(), overwrite=args.overwrite)
+                        progress=not args.no_progress and sys.stderr.isatty(), overwrite=args.overwrite,
+                        yes=args.yes)
     for line in res.sweep.damage_lines():
         print(f"condlab: warning: {line}", file=sys.stderr)
     for error in res.sweep.errors:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,11 +94,24 @@ def load_spec(spec: str | Path | dict[str, Any]) -> tuple[dict[str, Any], str, P
     return raw, text, path.resolve().parent
 
 
-def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, grouped: bool = True) -> Plan:
+MAX_RUNS = 100_000  # planned runs beyond which a sweep or diagram is refused unless yes=True (--yes)
+
+
+def check_run_count(runs: int, factors: list[int], what: str, yes: bool) -> None:
+    """Refuse, before anything is expanded, a plan of more than MAX_RUNS runs unless `yes`."""
+    if runs > MAX_RUNS and not yes:
+        shown = " x ".join(str(f) for f in factors)
+        raise ConfigError(f"{what} plans {runs:,} runs ({shown}), more than the limit of {MAX_RUNS:,}: "
+                          "narrow its axes, or pass --yes (yes=True) to plan them anyway")
+
+
+def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, grouped: bool = True,
+              yes: bool = False) -> Plan:
     """Resolve a spec mapping into runs (checked against the config tree) and batches.
 
     `grouped` resolves points that differ only in batchable keys from one config (the same
-    runs and hashes, see ``_sweep_resolve``); False resolves every point on its own.
+    runs and hashes, see ``_sweep_resolve``); False resolves every point on its own. The runs
+    are counted first (axes x the base's per-run lists): beyond MAX_RUNS only with `yes`.
     """
     from ._resolve import Groups
 
@@ -110,6 +124,8 @@ def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, grouped: bool 
     for key, value in _mapping(raw.get("set") or {}, "set").items():
         assign_key(base, key, value)
     axes, axis_keys = _axes(raw, base)
+    factors = [len(a) for a in axes] + [n for n in (len(_get(base, k)) for k in BATCHED_KEYS) if n > 1]
+    check_run_count(math.prod(factors), factors, f"sweep {name}", yes)
     task = _task(raw.get("task"))
     runs: dict[str, PlannedRun] = {}
     duplicates = 0

@@ -112,6 +112,7 @@ def sweep(
     progress: bool | None = None,
     cpus_per_batch: int | None = None,
     return_runs: bool = False,
+    yes: bool = False,
 ) -> SweepResult:
     """Train every run of a sweep spec that is not finished in `out`; write the results table.
 
@@ -119,11 +120,12 @@ def sweep(
     store URI (s3://bucket/prefix, ...). `executor`: 'local' (in this process), 'ray' (one task
     per batch on the cluster at `address`; `cpus_per_batch`, `return_runs`: see docs/sweeps.md,
     "Running on a cluster"), or an executor object. `dry_run` plans and counts without writing
-    or training anything.
+    or training anything. A spec of more than ``MAX_RUNS`` runs (counted before any is planned)
+    is refused unless `yes`.
     """
     options = {"address": address, "cpus_per_batch": cpus_per_batch, "return_runs": return_runs}
     with _old_objects_frozen():
-        return _sweep(spec, out, executor, options, dry_run, progress)
+        return _sweep(spec, out, executor, options, dry_run, progress, yes)
 
 
 @contextmanager
@@ -143,10 +145,10 @@ def _old_objects_frozen():
 
 
 def _sweep(spec: str | Path | dict[str, Any], out: str | Path | None, executor: str | Executor,
-           options: dict[str, Any], dry_run: bool, progress: bool | None) -> SweepResult:
+           options: dict[str, Any], dry_run: bool, progress: bool | None, yes: bool = False) -> SweepResult:
     start = time.perf_counter()
     raw, text, base_dir = load_spec(spec)
-    plan = make_plan(raw, base_dir)
+    plan = make_plan(raw, base_dir, yes=yes)
     runner = make_executor(executor, **options)
     default = None if out is not None else folder_for("runs", plan.name, "sweep name", "sweep-{}")
     storage = open_storage(out if out is not None else default)
