@@ -153,6 +153,7 @@ def _build_more(w: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert main(["reduce", str(w / "reduced/seed0"), "--epoch", "4"]) == 0
+        assert main(["inspect", str(w / "ckpt/attn.pt"), "--out", str(w / "insp"), "--no-figures"]) == 0
 
 
 HUGE_KEYS = ["model.width", "data.n", "train.epochs", "data.seed", "train.lr", "model.init_std", "data.high"]
@@ -374,6 +375,10 @@ CASES = [
     ("reduce-other-tol", ["reduce", "reduced/seed0", "--epoch", "4", "--amplitude-tol", "0.2"], 2,
      ["other settings (amplitude_tol)"], ""),
     ("train-empty-config", ["train", "empty.yaml"], 2, ["empty.yaml", "is empty"], ""),
+    ("inspect-out-taken", ["inspect", "ckpt/attn.pt", "--heads", "2", "--out", "insp"], 2,
+     ["insp", "already holds an inspect result"], ""),
+    ("report-out-other-file", ["report", "runs/earlier", "--out", "notes.txt"], 2, ["notes.txt"], ""),
+    ("train-out-phase", ["train", *TINY, "--out", "done_phase"], 2, ["done_phase", "--overwrite"], ""),
     # --- range checks on the newer surfaces
     ("reduce-tol-negative", ["reduce", "reduced/seed0", "--amplitude-tol", "-5"], 2,
      ["--amplitude-tol -5.0", ">= 0"], ""),

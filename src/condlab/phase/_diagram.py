@@ -270,8 +270,8 @@ def run_sweep(spec: DiagramSpec, *, out: Path, executor: str = "local", address:
                      if (row := finished_row(runs_dir / r.hash, damaged)) is not None}
         todo = [b for b in (_without(b, done_rows) for b in batches) if b.runs]
         result = SweepResult(plan, out, skipped=len(done_rows), damaged=damaged)
-        write_inputs(out, spec_yaml(spec), plan)
-        execute_batches(runner, todo, runs_dir, result, done_rows, progress)
+        execute_batches(runner, todo, runs_dir, result, done_rows, progress,
+                        inputs=lambda: write_inputs(out, spec_yaml(spec), plan))
     result.pending = len(plan.runs) - result.skipped - result.trained - result.failed
     rows = [{**r.settings, "run": r.hash, **done_rows.get(r.hash, {"status": "pending"})} for r in plan.runs]
     result.rows, result.columns = rows, plan.columns + spec.depth.result_columns()

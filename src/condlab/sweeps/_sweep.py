@@ -192,13 +192,16 @@ def _pending(plan: Plan, storage: Any, damaged: dict[str, str]) -> tuple[dict[st
 
 
 def execute_batches(runner: Executor, todo: list[Batch], runs_dir: Path, result: SweepResult, done_rows: dict,
-             show: bool) -> None:
+                    show: bool, inputs: Any = None) -> None:
     """Connect, check and run the batches into runs_dir's parent folder (the phase diagrams'
-    sweeps: they hold their folder's lock and write their inputs themselves)."""
+    sweeps: they hold their folder's lock); `inputs()`, which writes their inputs, is called
+    once the executor is reached and has accepted the batches: nothing is written before."""
     storage = LocalStorage(Path(runs_dir).parent.absolute())
     runner.connect()
     try:
         runner.check(storage, todo)
+        if inputs is not None:
+            inputs()
         _run_batches(runner, todo, storage, result, done_rows, show)
     finally:
         runner.close()
