@@ -1,6 +1,6 @@
 """The ``condlab`` command line: its parser, and the commands that list and train.
 
-analyze and reduce, the commands that read records, are in _cli_records.
+analyze, reduce and report, the commands that read records, are in _cli_records.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import warnings
 from pathlib import Path
 
 from ._cli_lists import cmd_activations, cmd_experiments, cmd_presets, cmd_reproduce
-from ._cli_records import EXIT_BAD_INPUT, cmd_analyze, cmd_reduce
+from ._cli_records import EXIT_BAD_INPUT, cmd_analyze, cmd_reduce, cmd_report
 from .training import Config, ConfigError
 
 EXIT_DIVERGED, EXIT_INTERRUPTED = 3, 130  # EXIT_BAD_INPUT (2): _cli_records
@@ -171,18 +171,6 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from .models import run_inspect
 
     return run_inspect(args)
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    import time
-
-    from .report import NAMES, detect, write_report
-
-    start = time.perf_counter()
-    kind = NAMES[detect(Path(args.path))]
-    out = write_report(args.path, args.out)
-    print(f"{kind} page ({out.stat().st_size / 1e6:.2f} MB, {time.perf_counter() - start:.1f} s): {out}")
-    return 0
 
 
 def _print_runs(result) -> None:

@@ -1,4 +1,4 @@
-"""The ``condlab`` commands that read run records: ``analyze`` and ``reduce``.
+"""The ``condlab`` commands that read records: ``analyze``, ``reduce`` and ``report``.
 
 Both take a run folder or a batch folder (one with batch.json: every run of it); ``analyze``
 reports one corrupt run of a batch and goes on with the others.
@@ -218,3 +218,13 @@ def cmd_reduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    import time
+
+    from .report import NAMES, detect, write_report
+
+    start = time.perf_counter()
+    kind = NAMES[detect(Path(args.path))]
+    out = write_report(args.path, args.out)
+    print(f"{kind} page ({out.stat().st_size / 1e6:.2f} MB, {time.perf_counter() - start:.1f} s): {out}")
+    return 0
