@@ -393,7 +393,8 @@ def test_a_sweep_freezes_older_objects_for_the_gc_and_hands_them_back(tmp_path, 
 
     seen = []
     real = sweep_module.make_plan
-    monkeypatch.setattr(sweep_module, "make_plan", lambda *a: seen.append(gc.get_freeze_count()) or real(*a))
+    monkeypatch.setattr(sweep_module, "make_plan",
+                        lambda *a, **k: seen.append(gc.get_freeze_count()) or real(*a, **k))
     spec = dict(TINY, grid={"model.width": [8]}, seeds={"init": 1})
     assert gc.get_freeze_count() == 0
     condlab.sweep(spec, out=tmp_path / "a", progress=False)
