@@ -131,6 +131,7 @@ def check_result_folder(out: Path, kind: str, same_settings: bool, overwrite: bo
     """The one output-folder rule of the result commands: an empty or new folder is used; one of
     the same kind and settings is resumed; one of the same kind and other settings only with
     --overwrite; one holding another kind of result (or other files) never."""
+    check_writable(Path(out), flag)  # a file, or a path through one: named before anything else
     held = result_kind(out)
     if held is None:
         return
