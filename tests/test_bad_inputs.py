@@ -614,3 +614,16 @@ def test_tracker_step_records_nan_weights_and_goes_on(tmp_path):
     rows = tracker.history
     bad = rows[rows["note"].str.contains("non-finite", na=False)]
     assert len(bad) == 2 and bad["lines"].isna().all()
+
+
+def test_a_sweep_device_missing_here_is_refused_before_anything_is_written(tmp_path, capsys):
+    import torch
+    import yaml
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    base = {**SPEC_BASE, "train": {**SPEC_BASE["train"], "device": "cuda"}}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump({"base": base}))
+    code, _, err = _run(["sweep", "spec.yaml", "--out", "o"], tmp_path, capsys)
+    assert code == 2 and "device 'cuda' is not available here" in err
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [".lock"]  # no spec.yaml, plan.json, runs
