@@ -139,6 +139,7 @@ def _resume_conflicts(args: argparse.Namespace) -> str:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from ._guards import estimate_text
     from .sweeps import sweep
 
     result = sweep(args.spec, out=args.out, executor=args.executor, address=args.address,
@@ -149,7 +150,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.dry_run:
         batches = len({r.batch for r in result.plan.runs})
         print(f"sweep {result.plan.name}: {len(result.plan.runs)} runs in {batches} batches; "
-              f"{result.skipped} already done, {result.pending} to train (dry run: nothing written)")
+              f"{result.skipped} already done, {result.pending} to train{estimate_text(result.estimate)} "
+              "(dry run: nothing written)")
         return 0
     for error in result.errors:
         print(f"condlab: error: {error}", file=sys.stderr)

@@ -237,6 +237,33 @@ def train_bytes(cfg: Config, n: int, d: int, d_out: int) -> int:
     return device + host
 
 
+def batch_estimates(configs: list[tuple[dict, int]]) -> tuple[int, int]:
+    """(memory of the largest batch, disk of all their records) in bytes, estimated from each
+    batch's config dict and run count (train_bytes; a record: its snapshots, loss and data)."""
+    memory = disk = 0
+    for raw, runs in configs:
+        cfg = Config.from_dict(raw)
+        d, m, t = cfg.data, cfg.model, cfg.train
+        memory = max(memory, train_bytes(cfg, d.n, d.d, m.d_out))
+        per_run = m.width * (d.d + 1) + (m.depth - 1) * m.width * (m.width + 1) + m.d_out * (m.width + 1)
+        size = 4 if t.dtype == "float32" else 8
+        snaps = len(snapshot_epochs(t.snapshots, t.epochs))
+        disk += runs * (snaps * per_run * size + (t.epochs + 1) * 8 + d.n * (d.d + m.d_out) * 8)
+    return memory, disk
+
+
+def estimate_text(estimate: dict[str, int]) -> str:
+    """batch_estimates' numbers as the dry run prints them ("" when there are none)."""
+    def size(nbytes: float) -> str:
+        units = ((30, "GiB"), (20, "MiB"), (10, "KiB"), (0, "B"))
+        return next(f"{nbytes / 2**k:.3g} {unit}" for k, unit in units if nbytes >= 2**k or k == 0)
+
+    if not estimate:
+        return ""
+    return (f"; the largest batch needs about {size(estimate['memory'])} of memory, the new records "
+            f"about {size(estimate['disk'])} of disk")
+
+
 def available_bytes() -> int | None:
     """Memory this process can still get: MemAvailable, capped by a cgroup limit; None if unknown."""
     avail = None

@@ -79,6 +79,7 @@ class SweepResult(ShownAsPage):
     tables: list[Path | str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     damaged: dict[str, str] = field(default_factory=dict)  # run folder -> why it is trained again
+    estimate: dict[str, int] = field(default_factory=dict)  # dry run: bytes of memory (largest batch), disk
 
     def damage_lines(self) -> list[str]:
         """One line per finished-looking run whose record was damaged (it is trained again)."""
@@ -161,6 +162,11 @@ def _sweep(spec: str | Path | dict[str, Any], out: str | Path | None, executor: 
         done_rows, todo = _pending(plan, storage, damaged)
         result = SweepResult(plan, None, skipped=len(done_rows),
                              pending=sum(len(b.runs) for b in todo), damaged=damaged)
+        if not plan.task and todo:  # condlab.train batches: what they will need
+            from .._guards import batch_estimates
+
+            memory, disk = batch_estimates([(b.config, len(b.runs)) for b in todo])
+            result.estimate = {"memory": memory, "disk": disk}
         result.seconds = time.perf_counter() - start
         return result
     runner.connect()  # an unreachable cluster fails here, before anything is written
