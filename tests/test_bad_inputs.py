@@ -584,6 +584,7 @@ def test_sweep_resume_retrains_damaged_runs_and_names_them(tmp_path, capsys):
     kept = (runs[4] / "meta.json").read_bytes()
     code, dry, err = _run(["sweep", "spec.yaml", "--out", "o", "--dry-run"], tmp_path, capsys)
     assert code == 0 and "1 already done, 4 to train" in dry and "Traceback" not in err
+    assert "of memory" in dry and "of disk" in dry  # the dry run's estimates
     code, _, err = _run(["sweep", "spec.yaml", "--out", "o", "--no-progress"], tmp_path, capsys)
     assert code == 0 and "Traceback" not in err
     whys = ["JSON list", "not valid JSON", "loss.npy is missing", "layer1.npy is truncated"]
