@@ -352,6 +352,9 @@ CASES = [
     # --- plan before work: counted before expanded, refused beyond the limit without --yes
     ("sweep-huge-dry", ["sweep", "specs/huge.yaml", "--dry-run"], 2, ["10,000,000 runs", "--yes"], ""),
     ("sweep-huge", ["sweep", "specs/huge.yaml", "--out", "sw/huge"], 2, ["10,000,000 runs", "100,000"], ""),
+    ("phase-huge-dry", ["phase-diagram", "--spec", "phase/huge.yaml", "--dry-run"], 2, ["500,010 runs"], ""),
+    ("phase-out-sweep-dry", ["phase-diagram", "--spec", "phase/ok.yaml", "--out", "done_sweep",
+                             "--dry-run"], 2, ["sweep result"], ""),
     ("phase-huge", ["phase-diagram", "--spec", "phase/huge.yaml", "--out", "ph/huge"], 2,
      ["500,010 runs (250005 x 2 x 1)", "--yes"], ""),
     # --- one output-folder rule: another kind of result, or other settings, is never replaced

@@ -88,6 +88,8 @@ def phase_diagram_cli(args) -> int:
 
     spec = _cli_spec(args)
     out = Path(args.out) if args.out else folder_for("runs", spec.name, "diagram name")
+    if args.dry_run:
+        return _dry_run(spec, out, args)
     res = phase_diagram(spec, out=out, executor=args.executor, address=args.address,
                         progress=not args.no_progress and sys.stderr.isatty(), overwrite=args.overwrite,
                         yes=args.yes)
@@ -103,6 +105,22 @@ def phase_diagram_cli(args) -> int:
         print(f"condlab: interrupted; finished runs are kept in {out}; run again to resume", file=sys.stderr)
         return 130
     return 3 if res.sweep.failed else 0
+
+
+def _dry_run(spec: DiagramSpec, out: Path, args) -> int:
+    """``phase-diagram --dry-run``: count the runs and those done in `out`; write nothing."""
+    from .._guards import check_result_folder
+    from ..sweeps import finished_row
+    from ._diagram import plan_diagram
+
+    earlier = out / "spec.yaml"
+    same = earlier.is_file() and earlier.read_text() == spec_yaml(spec)
+    check_result_folder(out, "phase diagram", same, args.overwrite)
+    plan, batches = plan_diagram(spec, args.yes)
+    done = sum(finished_row(out / "runs" / r.hash) is not None for r in plan.runs)
+    print(f"diagram {spec.name}: {len(plan.runs)} runs in {len(batches)} batches; {done} already done, "
+          f"{len(plan.runs) - done} to train (dry run: nothing written)")
+    return 0
 
 
 def _cli_spec(args) -> DiagramSpec:
