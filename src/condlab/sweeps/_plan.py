@@ -124,7 +124,8 @@ def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, grouped: bool 
     for key, value in _mapping(raw.get("set") or {}, "set").items():
         assign_key(base, key, value)
     axes, axis_keys = _axes(raw, base)
-    factors = [len(a) for a in axes] + [n for n in (len(_get(base, k)) for k in BATCHED_KEYS) if n > 1]
+    lists = (_get(base, k) for k in BATCHED_KEYS)  # a per-run key of the base: one run per value
+    factors = [len(a) for a in axes] + [len(v) for v in lists if isinstance(v, list) and len(v) > 1]
     check_run_count(math.prod(factors), factors, f"sweep {name}", yes)
     task = _task(raw.get("task"))
     runs: dict[str, PlannedRun] = {}
