@@ -123,7 +123,8 @@ def result_kind(folder: Path) -> str | None:
     names = {p.name for p in folder.iterdir()}
     if names <= {".lock", "runs"}:  # a sweep killed before writing spec.yaml (a diagram writes it first)
         return "sweep" if holds_files(folder / "runs") else None
-    return "other files"
+    # empty folders (a tmp/ a test or a tool made) hold nothing to replace
+    return "other files" if any(p.is_file() for p in folder.rglob("*")) else None
 
 
 def check_result_folder(out: Path, kind: str, same_settings: bool, overwrite: bool,
@@ -136,7 +137,8 @@ def check_result_folder(out: Path, kind: str, same_settings: bool, overwrite: bo
     if held is None:
         return
     if held != kind:
-        raise ConfigError(f"{flag} '{out}' already holds a {held} result, not a {kind}: choose another "
+        what = "other files" if held == "other files" else f"a {held} result"
+        raise ConfigError(f"{flag} '{out}' already holds {what}, not a {kind}: choose another "
                           "folder (nothing there is replaced)")
     if not same_settings and not overwrite:
         raise ConfigError(f"{flag} '{out}' holds a {kind} of other settings: run the same settings to "

@@ -54,7 +54,7 @@ class LocalExecutor(Executor):
     def check(self, storage: Any, batches: list[Batch]) -> None:
         """Every batch's device exists here: refused before anything is written, not when the
         batch comes up hours later (a task's batches carry no train.device)."""
-        from ..training._api import resolve_device
+        from ..training import resolve_device
 
         for device in dict.fromkeys(b.config["train"]["device"] for b in batches if "train" in b.config):
             resolve_device(device)

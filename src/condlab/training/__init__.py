@@ -51,6 +51,7 @@ _EXPORTS = {
     "run_config": "._api",
     "snapshot_epochs": "._config",
     "train": "._api",
+    "resolve_device": "._api",
     "train_head": "._cnn",
     "type_hints": "._config",
     "validate": "._config",
