@@ -134,8 +134,10 @@ def _build_more(w: Path) -> None:
     (w / "specs/yaml-list.yaml").write_text("- 1\n")
     (w / "specs/syntax.yaml").write_text("grid: {model.width: [4\n")
     _phase(w, "ok", {"gammas": [1.5], "gamma_primes": [1.0], "widths": [4], "seeds": [0], "schemes": []})
-    _phase(w, "huge", {"gammas": [round(0.01 * k, 2) for k in range(1, 501)],
-                       "gamma_primes": [round(0.01 * k, 2) for k in range(1, 501)], "widths": [4]})
+    grid = [round(0.01 * k, 2) for k in range(1, 501)]
+    _phase(w, "huge", {"gammas": grid, "gamma_primes": grid, "widths": [4]})  # 5 schemes, 2 seeds by default
+    _phase(w, "huge-exact", {"gammas": grid, "gamma_primes": grid, "widths": [4, 8], "seeds": [0],
+                             "schemes": []})
     (w / "done_sweep").mkdir()
     (w / "done_sweep/spec.yaml").write_text("name: other\n")
     (w / "done_sweep/plan.json").write_text("{}\n")
@@ -352,11 +354,14 @@ CASES = [
     # --- plan before work: counted before expanded, refused beyond the limit without --yes
     ("sweep-huge-dry", ["sweep", "specs/huge.yaml", "--dry-run"], 2, ["10,000,000 runs", "--yes"], ""),
     ("sweep-huge", ["sweep", "specs/huge.yaml", "--out", "sw/huge"], 2, ["10,000,000 runs", "100,000"], ""),
-    ("phase-huge-dry", ["phase-diagram", "--spec", "phase/huge.yaml", "--dry-run"], 2, ["500,010 runs"], ""),
+    ("phase-huge-dry", ["phase-diagram", "--spec", "phase/huge.yaml", "--dry-run"], 2,
+     ["at least 250,000 runs (250000 x 1 x 1)"], ""),
+    ("phase-huge-exact", ["phase-diagram", "--spec", "phase/huge-exact.yaml", "--dry-run"], 2,
+     ["plans 500,000 runs (250000 x 1 x 2)", "--yes"], ""),
     ("phase-out-sweep-dry", ["phase-diagram", "--spec", "phase/ok.yaml", "--out", "done_sweep",
                              "--dry-run"], 2, ["sweep result"], ""),
     ("phase-huge", ["phase-diagram", "--spec", "phase/huge.yaml", "--out", "ph/huge"], 2,
-     ["500,010 runs (250005 x 2 x 1)", "--yes"], ""),
+     ["at least 250,000 runs", "--yes"], ""),
     # --- one output-folder rule: another kind of result, or other settings, is never replaced
     ("sweep-out-train-batch", ["sweep", "specs/ok.yaml", "--out", "runs/earlier", "--dry-run"], 2,
      ["runs/earlier", "train batch", "not a sweep"], ""),
@@ -528,7 +533,16 @@ def _api_cases():
         ("api-inspect-heads", lambda: condlab.inspect(_tensors(state), heads=0), "heads="),
         ("api-inspect-heads-3", lambda: condlab.inspect(_tensors(state), heads=3), "divides 8"),
         ("api-reproduce-ray", lambda: reproduce("fig3", quick=True, executor="ray"), "--executor ray"),
+        ("api-diagram-huge", lambda: _huge_diagram(), "500,010 runs (250005 x 2 x 1)"),
     ]
+
+
+def _huge_diagram():
+    from condlab.phase import DiagramSpec
+    from condlab.phase._diagram import plan_diagram
+
+    grid = [round(0.01 * k, 2) for k in range(1, 501)]
+    return plan_diagram(DiagramSpec(gammas=grid, gamma_primes=grid, widths=[4]))
 
 
 def _tensors(state):
@@ -539,7 +553,7 @@ def _tensors(state):
 
 API_IDS = ["api-sweep-empty", "api-task-this", "api-task-module", "api-sweep-name", "api-sweep-dup",
            "api-sweep-huge", "api-config-name", "api-config-name-dot", "api-inspect-heads",
-           "api-inspect-heads-3", "api-reproduce-ray"]
+           "api-inspect-heads-3", "api-reproduce-ray", "api-diagram-huge"]
 
 
 @pytest.mark.parametrize("case", API_IDS)
@@ -631,3 +645,17 @@ def test_a_sweep_device_missing_here_is_refused_before_anything_is_written(tmp_p
     code, _, err = _run(["sweep", "spec.yaml", "--out", "o"], tmp_path, capsys)
     assert code == 2 and "device 'cuda' is not available here" in err
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [".lock"]  # no spec.yaml, plan.json, runs
+
+
+@pytest.mark.parametrize("argv", [["sweep", "specs/huge.yaml", "--dry-run"],
+                                  ["phase-diagram", "--spec", "phase/huge.yaml", "--dry-run"]])
+def test_a_huge_plan_is_refused_before_torch_is_imported(argv, workspace):
+    """10^7 planned runs are counted, not expanded, and refused before the heavy imports (the
+    answer comes in well under a second of work)."""
+    code = (f"import sys; from condlab._cli import main; rc = main({argv!r}); "
+            "print(rc, 'torch' in sys.modules)")
+    env = dict(os.environ, PYTHONPATH=str(Path(condlab.__file__).parents[1]))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=workspace, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.stdout.split() == ["2", "False"], (proc.stdout, proc.stderr)
+    assert "more than the limit of 100,000" in proc.stderr

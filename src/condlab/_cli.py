@@ -164,9 +164,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_phase_diagram(args: argparse.Namespace) -> int:
-    from .phase import phase_diagram_cli
+    from .phase._precount import phase_diagram_command  # counts a --spec before torch is imported
 
-    return phase_diagram_cli(args)
+    return phase_diagram_command(args)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:

@@ -97,12 +97,14 @@ def load_spec(spec: str | Path | dict[str, Any]) -> tuple[dict[str, Any], str, P
 MAX_RUNS = 100_000  # planned runs beyond which a sweep or diagram is refused unless yes=True (--yes)
 
 
-def check_run_count(runs: int, factors: list[int], what: str, yes: bool) -> None:
-    """Refuse, before anything is expanded, a plan of more than MAX_RUNS runs unless `yes`."""
+def check_run_count(runs: int, factors: list[int], what: str, yes: bool, least: bool = False) -> None:
+    """Refuse, before anything is expanded, a plan of more than MAX_RUNS runs unless `yes`
+    (`least`: `runs` is a lower bound)."""
     if runs > MAX_RUNS and not yes:
         shown = " x ".join(str(f) for f in factors)
-        raise ConfigError(f"{what} plans {runs:,} runs ({shown}), more than the limit of {MAX_RUNS:,}: "
-                          "narrow its axes, or pass --yes (yes=True) to plan them anyway")
+        raise ConfigError(f"{what} plans {'at least ' * least}{runs:,} runs ({shown}), more than the "
+                          f"limit of {MAX_RUNS:,}: narrow its axes, or pass --yes (yes=True) to plan them "
+                          "anyway")
 
 
 def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, grouped: bool = True,
