@@ -240,6 +240,10 @@ CASES = [
     ("dtype-choice", ["train", *TINY, "--dtype", "float16"], 2, ["float16", "float64"], ""),
     ("device-unknown", ["train", *TINY, "--device", "tpu"], 2, ["'tpu'", "cpu"], ""),
     ("snapshots-bad", ["train", *TINY, "--set", "train.snapshots=log:x"], 2, ["log:x", "every:K"], ""),
+    ("snapshot-neurons-above-width", ["train", *TINY, "--set", "train.snapshot_neurons=5"], 2,
+     ["train.snapshot_neurons=5", "model.width=4"], ""),
+    ("snapshot-neurons-negative", ["train", *TINY, "--set", "train.snapshot_neurons=-1"], 2,
+     ["train.snapshot_neurons=-1"], ""),
     # --- sizes that cannot fit: refused before allocating
     ("huge-width", ["train", *TINY, "--set", "model.width=1000000000"], 2, ["needs about", "GiB"], ""),
     ("huge-n", ["train", *TINY, "--set", "data.n=1000000000000"], 2, ["needs about", "data.n"], ""),

@@ -377,8 +377,8 @@ def validate(cfg: Config) -> Config:
     _check(t.dtype in DTYPES, f"train.dtype='{t.dtype}' is not accepted: choose one of {', '.join(DTYPES)}")
     _check(0 <= t.beta1 < 1 and 0 <= t.beta2 < 1, "train.beta1 and train.beta2 must lie in [0, 1)")
     _check(t.eps >= 0, f"train.eps={t.eps} is not accepted: it must be >= 0")
-    _check(t.snapshot_neurons >= 0, f"train.snapshot_neurons={t.snapshot_neurons} is not accepted: "
-           "it must be >= 0 (0 records every neuron)")
+    _check(0 <= t.snapshot_neurons <= m.width, f"train.snapshot_neurons={t.snapshot_neurons} is not "
+           f"accepted: it must lie in [0, model.width={m.width}] (0 records every neuron)")
     _check(len(set(t.seeds)) == len(t.seeds), f"train.seeds={t.seeds} has repeated seeds")
     for key, values in (("model.init_std", m.init_std), ("model.dropout", m.dropout), ("train.lr", t.lr),
                         ("train.weight_decay", t.weight_decay), ("train.momentum", t.momentum)):
