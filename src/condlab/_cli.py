@@ -164,7 +164,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_phase_diagram(args: argparse.Namespace) -> int:
-    from .phase._precount import phase_diagram_command  # counts a --spec before torch is imported
+    from .phase import phase_diagram_command  # counts a --spec before torch is imported
 
     return phase_diagram_command(args)
 
