@@ -99,8 +99,9 @@ def test_hash_is_canonical_and_ignores_name_and_device():
     ({"axes": {}}, "unknown sweep key 'axes'"),
     ({"base": "nope"}, "neither a preset"),
     ({"seeds": {"init": 2, "model": 3}}, "unknown key 'seeds.model'"),
-    ({"task": "condlab.no_such_module"}, "task='condlab.no_such_module' is not accepted"),
-    ({"task": "condlab.training._config"}, "an importable module with train_part and write_part"),
+    ({"task": "condlab.no_such_module"}, "task='condlab.no_such_module' is not a registered task"),
+    ({"task": "condlab.training._config"}, "not a registered task: choose one of phase, facilitators"),
+    ({"task": "this"}, "task='this' is not a registered task"),
 ])
 def test_bad_specs_are_one_line_errors(spec, message):
     with pytest.raises(ConfigError, match=message) as err:
@@ -111,6 +112,7 @@ def test_bad_specs_are_one_line_errors(spec, message):
 def test_a_task_is_part_of_each_run_hash_and_no_task_keeps_the_hashes():
     plain, tasked = make_plan(TINY), make_plan({**TINY, "task": "condlab.phase._task"})
     assert plain.task == "" and tasked.task == "condlab.phase._task"
+    assert make_plan({**TINY, "task": "phase"}).task == "condlab.phase._task"  # the short alias
     assert [r.hash for r in plain.runs] == [run_hash(r.config) for r in plain.runs]
     assert not {r.hash for r in plain.runs} & {r.hash for r in tasked.runs}
 
@@ -391,7 +393,8 @@ def test_a_sweep_freezes_older_objects_for_the_gc_and_hands_them_back(tmp_path, 
 
     seen = []
     real = sweep_module.make_plan
-    monkeypatch.setattr(sweep_module, "make_plan", lambda *a: seen.append(gc.get_freeze_count()) or real(*a))
+    monkeypatch.setattr(sweep_module, "make_plan",
+                        lambda *a, **k: seen.append(gc.get_freeze_count()) or real(*a, **k))
     spec = dict(TINY, grid={"model.width": [8]}, seeds={"init": 1})
     assert gc.get_freeze_count() == 0
     condlab.sweep(spec, out=tmp_path / "a", progress=False)

@@ -1,6 +1,6 @@
 """The ``condlab`` command line: its parser, and the commands that list and train.
 
-analyze and reduce, the commands that read records, are in _cli_records.
+analyze, reduce and report, the commands that read records, are in _cli_records.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import warnings
 from pathlib import Path
 
 from ._cli_lists import cmd_activations, cmd_experiments, cmd_presets, cmd_reproduce
-from ._cli_records import EXIT_BAD_INPUT, cmd_analyze, cmd_reduce
+from ._cli_records import EXIT_BAD_INPUT, cmd_analyze, cmd_reduce, cmd_report
 from .training import Config, ConfigError
 
 EXIT_DIVERGED, EXIT_INTERRUPTED = 3, 130  # EXIT_BAD_INPUT (2): _cli_records
@@ -87,13 +87,14 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from ._guards import check_fresh_out, fresh_dir
+    from ._names import folder_for
     from .training import train
 
     if args.resume:
         return cmd_resume(args)
     cfg = _load_config(args)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out) if args.out else fresh_dir(Path("runs") / f"{cfg.name}-{stamp}")
+    out = Path(args.out) if args.out else fresh_dir(folder_for("runs", cfg.name, "name", "{}-" + stamp))
     check_fresh_out(out, args.overwrite)
     result = train(cfg, out=out, progress=not args.no_progress and sys.stderr.isatty(),
                    overwrite=args.overwrite)  # replaces (and removes) earlier run folders
@@ -138,15 +139,19 @@ def _resume_conflicts(args: argparse.Namespace) -> str:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from ._guards import estimate_text
     from .sweeps import sweep
 
     result = sweep(args.spec, out=args.out, executor=args.executor, address=args.address,
                    dry_run=args.dry_run, progress=not args.no_progress and sys.stderr.isatty(),
-                   cpus_per_batch=args.cpus_per_batch, return_runs=args.return_runs)
+                   cpus_per_batch=args.cpus_per_batch, return_runs=args.return_runs, yes=args.yes)
+    for line in result.damage_lines():
+        print(f"condlab: warning: {line}", file=sys.stderr)
     if args.dry_run:
         batches = len({r.batch for r in result.plan.runs})
         print(f"sweep {result.plan.name}: {len(result.plan.runs)} runs in {batches} batches; "
-              f"{result.skipped} already done, {result.pending} to train (dry run: nothing written)")
+              f"{result.skipped} already done, {result.pending} to train{estimate_text(result.estimate)} "
+              "(dry run: nothing written)")
         return 0
     for error in result.errors:
         print(f"condlab: error: {error}", file=sys.stderr)
@@ -159,27 +164,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_phase_diagram(args: argparse.Namespace) -> int:
-    from .phase import phase_diagram_cli
+    from .phase import phase_diagram_command  # counts a --spec before torch is imported
 
-    return phase_diagram_cli(args)
+    return phase_diagram_command(args)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from .models import run_inspect
 
     return run_inspect(args)
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    import time
-
-    from .report import NAMES, detect, write_report
-
-    start = time.perf_counter()
-    kind = NAMES[detect(Path(args.path))]
-    out = write_report(args.path, args.out)
-    print(f"{kind} page ({out.stat().st_size / 1e6:.2f} MB, {time.perf_counter() - start:.1f} s): {out}")
-    return 0
 
 
 def _print_runs(result) -> None:
@@ -271,8 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     p.add_argument("--data-dir", help="directory with MNIST / CIFAR files (else $CONDLAB_DATA)")
     p.add_argument("--executor", choices=["local", "ray"], default="local",
-                   help="where the sweep-based experiments (facilitators) train: in this process "
-                   "(default) or on a Ray cluster (--address); the others ignore it")
+                   help="where the sweep-based experiment (facilitators) trains: in this process "
+                   "(default) or on a Ray cluster (--address); refused for the others")
     p.add_argument("--address", help="the Ray head HOST:PORT for --executor ray (default: a local cluster)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the verdict rows as JSON instead of the table")
@@ -291,7 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="neurons below the amplitude cutoff: merged into one (default), dropped or kept")
     p.add_argument("--amplitude-tol", type=float,
                    help="split each line into amplitude bands r_max <= (1 + tol) r_min before merging")
-    p.add_argument("--out", help="output directory (default: RUN/reduce/epochE)")
+    p.add_argument("--out", help="output directory (default: RUN/reduce/epochE); one holding a reduction "
+                   "of other settings is refused")
+    p.add_argument("--overwrite", action="store_true", help="replace a reduction of other settings in --out")
     p.add_argument("--json", action="store_true", help="print the reduction as JSON")
     p.set_defaults(func=cmd_reduce)
 
@@ -336,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Ray, without shared storage: tasks return their runs (at most 256 MiB a batch) "
                    "through Ray's object store, and this process writes them to --out")
     p.add_argument("--dry-run", action="store_true", help="plan and count runs; write and train nothing")
+    p.add_argument("--yes", action="store_true", help="plan more than 100,000 runs (refused without it)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the results table's rows as JSON")
     p.set_defaults(func=cmd_sweep)
@@ -356,7 +352,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", help="a diagram spec YAML (gammas, gamma_primes, widths, seeds, schemes, "
                    "target, tol, max_steps; see docs/phase_diagram.md) instead of a preset")
     p.add_argument("--out", help="output directory (default runs/phase-MODE-TARGET, runs/phase3-MODE-TARGET "
-                   "with --depth 3); reused to resume")
+                   "with --depth 3); reused to resume the same spec; another spec's diagram or another "
+                   "kind of result there is refused")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the regimes, claims and figures of a diagram of another spec in --out")
+    p.add_argument("--yes", action="store_true", help="train a diagram of more than 100,000 runs")
+    p.add_argument("--dry-run", action="store_true", help="plan and count runs; write and train nothing")
     p.add_argument("--executor", default="local", choices=["local", "ray"])
     p.add_argument("--address", help="Ray cluster address (default: a local Ray)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

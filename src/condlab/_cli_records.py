@@ -1,4 +1,4 @@
-"""The ``condlab`` commands that read run records: ``analyze`` and ``reduce``.
+"""The ``condlab`` commands that read records: ``analyze``, ``reduce`` and ``report``.
 
 Both take a run folder or a batch folder (one with batch.json: every run of it); ``analyze``
 reports one corrupt run of a batch and goes on with the others.
@@ -177,10 +177,12 @@ def _print_analysis(analysis, out: Path | None, figures: list[Path]) -> None:
 
 
 def cmd_reduce(args: argparse.Namespace) -> int:
+    from ._guards import check_amplitude_tol, check_same_result
     from .analysis import reduce
     from .records import atomic_write_json, atomic_write_npz, load_run, provenance
 
-    results = []
+    check_amplitude_tol(args.amplitude_tol)
+    done = []  # every run reduced and every folder checked before anything is written
     for run_dir in _run_dirs(Path(args.path)):
         run = load_run(run_dir)
         layer = hidden_layers(run, [args.layer])
@@ -189,10 +191,16 @@ def cmd_reduce(args: argparse.Namespace) -> int:
         red = reduce(run, epoch=args.epoch, layer=layer[0], negligible=args.negligible,
                      amplitude_tol=args.amplitude_tol)
         out = Path(args.out) / run_dir.name if args.out else run_dir / "reduce" / f"epoch{red.epoch}"
+        settings = {"layer": f"layer{layer[0] + 1}", "epoch": red.epoch, "negligible": args.negligible,
+                    "amplitude_tol": args.amplitude_tol}
+        check_same_result(out / "reduction.json", settings, args.overwrite, "reduce")
+        done.append((run_dir, run, red, out, settings))
+    results = []
+    for run_dir, run, red, out, settings in done:
         names = run.architecture.names
         atomic_write_npz(out / "reduced.npz", {n: w.detach().numpy() for n, w in zip(names, red.net.layers,
                                                                                       strict=True)})
-        atomic_write_json(out / "reduction.json", {"run": str(run_dir), **red.to_dict(),
+        atomic_write_json(out / "reduction.json", {"run": str(run_dir), **red.to_dict(), "settings": settings,
                                                    "provenance": provenance()})
         results.append({"run": str(run_dir), **red.to_dict(), "out": str(out)})
         if not args.json:
@@ -210,3 +218,13 @@ def cmd_reduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    import time
+
+    from .report import NAMES, detect, write_report
+
+    start = time.perf_counter()
+    kind = NAMES[detect(Path(args.path))]
+    out = write_report(args.path, args.out)
+    print(f"{kind} page ({out.stat().st_size / 1e6:.2f} MB, {time.perf_counter() - start:.1f} s): {out}")
+    return 0

@@ -102,6 +102,50 @@ def check_fresh_out(out: Path, overwrite: bool, resume_hint: bool = True, api: b
                           f"to keep them, choose a fresh folder; {replace} replaces them")
 
 
+def result_kind(folder: Path) -> str | None:
+    """What kind of result a folder holds (None: nothing): 'phase diagram', 'sweep', 'train batch',
+    'run', 'reproduce', or 'other files'. Read from the files each command writes first."""
+    folder = Path(folder)
+    if not holds_files(folder):
+        return None
+    spec = folder / "spec.yaml"
+    if spec.is_file() and spec.read_bytes().startswith(b"task: phase-diagram"):
+        return "phase diagram"
+    if (folder / "plan.json").is_file() or spec.is_file():
+        return "sweep"
+    if (folder / "meta.json").is_file():
+        return "run"
+    if (folder / "batch.json").is_file() or any((c / "meta.json").is_file() for c in folder.iterdir()):
+        return "train batch"
+    if (folder / "claims.json").is_file() or (folder / "summary.md").is_file() or any(
+            (c / "claims.json").is_file() for c in folder.iterdir() if c.is_dir()):
+        return "reproduce"
+    names = {p.name for p in folder.iterdir()}
+    if names <= {".lock", "runs"}:  # a sweep killed before writing spec.yaml (a diagram writes it first)
+        return "sweep" if holds_files(folder / "runs") else None
+    # empty folders (a tmp/ a test or a tool made) hold nothing to replace
+    return "other files" if any(p.is_file() for p in folder.rglob("*")) else None
+
+
+def check_result_folder(out: Path, kind: str, same_settings: bool, overwrite: bool,
+                        flag: str = "--out") -> None:
+    """The one output-folder rule of the result commands: an empty or new folder is used; one of
+    the same kind and settings is resumed; one of the same kind and other settings only with
+    --overwrite; one holding another kind of result (or other files) never."""
+    check_writable(Path(out), flag)  # a file, or a path through one: named before anything else
+    held = result_kind(out)
+    if held is None:
+        return
+    if held != kind:
+        what = "other files" if held == "other files" else f"a {held} result"
+        raise ConfigError(f"{flag} '{out}' already holds {what}, not a {kind}: choose another "
+                          "folder (nothing there is replaced)")
+    if not same_settings and not overwrite:
+        raise ConfigError(f"{flag} '{out}' holds a {kind} of other settings: run the same settings to "
+                          "resume it, choose another folder to keep it, or pass --overwrite to replace "
+                          "its results")
+
+
 def remove_stale_runs(out: Path, keep: set[str]) -> list[str]:
     """After --overwrite: remove run folders of an earlier batch (they hold meta.json) not in `keep`."""
     removed = []
@@ -195,6 +239,33 @@ def train_bytes(cfg: Config, n: int, d: int, d_out: int) -> int:
     return device + host
 
 
+def batch_estimates(configs: list[tuple[dict, int]]) -> tuple[int, int]:
+    """(memory of the largest batch, disk of all their records) in bytes, estimated from each
+    batch's config dict and run count (train_bytes; a record: its snapshots, loss and data)."""
+    memory = disk = 0
+    for raw, runs in configs:
+        cfg = Config.from_dict(raw)
+        d, m, t = cfg.data, cfg.model, cfg.train
+        memory = max(memory, train_bytes(cfg, d.n, d.d, m.d_out))
+        per_run = m.width * (d.d + 1) + (m.depth - 1) * m.width * (m.width + 1) + m.d_out * (m.width + 1)
+        size = 4 if t.dtype == "float32" else 8
+        snaps = len(snapshot_epochs(t.snapshots, t.epochs))
+        disk += runs * (snaps * per_run * size + (t.epochs + 1) * 8 + d.n * (d.d + m.d_out) * 8)
+    return memory, disk
+
+
+def estimate_text(estimate: dict[str, int]) -> str:
+    """batch_estimates' numbers as the dry run prints them ("" when there are none)."""
+    def size(nbytes: float) -> str:
+        units = ((30, "GiB"), (20, "MiB"), (10, "KiB"), (0, "B"))
+        return next(f"{nbytes / 2**k:.3g} {unit}" for k, unit in units if nbytes >= 2**k or k == 0)
+
+    if not estimate:
+        return ""
+    return (f"; the largest batch needs about {size(estimate['memory'])} of memory, the new records "
+            f"about {size(estimate['disk'])} of disk")
+
+
 def available_bytes() -> int | None:
     """Memory this process can still get: MemAvailable, capped by a cgroup limit; None if unknown."""
     avail = None
@@ -246,6 +317,27 @@ def check_count_options(penalty: float | None, negligible_mads: float | None,
         raise ConfigError(f"--negligible-mads {negligible_mads} is not accepted: it must be a number > 0")
     if min_share is not None and not 0 <= min_share <= 1:
         raise ConfigError(f"--min-share {min_share} is not accepted: it must lie in [0, 1]")
+
+
+def check_amplitude_tol(tol: float | None) -> None:
+    """`reduce --amplitude-tol`: None (no bands) or a finite number >= 0 (NaN fails the range)."""
+    if tol is not None and not 0 <= tol < float("inf"):
+        raise ConfigError(f"--amplitude-tol {tol} is not accepted: it must be a finite number >= 0 "
+                          "(leave it out for one band per line)")
+
+
+def check_same_result(record: Path, settings: dict, overwrite: bool, command: str) -> None:
+    """The one output rule for a result file: absent, or written with the same `settings` (then
+    it is written again, the same), else refused unless --overwrite names the replacement."""
+    if not record.exists() or overwrite:
+        return
+    earlier = read_json(record)
+    before = earlier.get("settings") if isinstance(earlier, dict) else None
+    if before != settings:
+        differ = sorted(k for k in settings if not isinstance(before, dict) or before.get(k) != settings[k])
+        what = f"other settings ({', '.join(differ)})" if isinstance(before, dict) else "unknown settings"
+        raise ConfigError(f"'{record}' already holds a {command} result of {what}: choose another --out "
+                          "to keep it, or pass --overwrite to replace it")
 
 
 def read_json(path: Path) -> object:

@@ -134,6 +134,8 @@ def _bands(W: np.ndarray, members: np.ndarray, amplitude_tol: float | None) -> l
 def reduce_layer(net: FCNet, layer: int = 0, *, count_kwargs: dict | None = None,
                  negligible: str = "merge", amplitude_tol: float | None = None) -> Reduction:
     """Merge the condensed lines of hidden layer `layer` (0-based) of `net`; see module docstring."""
+    if amplitude_tol is not None and not 0 <= amplitude_tol < float("inf"):
+        raise ValueError(f"amplitude_tol={amplitude_tol} is not accepted: it must be a finite number >= 0")
     arch = net.arch
     if not 0 <= layer < arch.depth:
         raise ValueError(f"layer {layer + 1} does not exist: this network has layers 1..{arch.depth}")

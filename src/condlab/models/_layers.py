@@ -117,11 +117,25 @@ class _Spec:
     note: str = ""
 
 
+GIVEN = "heads= as given"  # the source of a number of heads the user gave (--heads)
+
+
 def _rows(weight: Tensor, bias: Tensor | None) -> Tensor:
-    """(out, ...) weight + (out,) bias -> (out, prod(...) [+1]) detached rows."""
+    """(out, ...) weight + (out,) bias -> (out, prod(...) [+1]) detached rows.
+
+    Refused (ValueError, the layer is skipped with the reason): a complex weight (its imaginary
+    part would be dropped without a word), no rows or no columns, a bias of another length.
+    """
+    if weight.is_complex() or (bias is not None and bias.is_complex()):
+        raise ValueError(f"complex {weight.dtype} weights are not accepted: condensation is measured on real "
+                         "weights (pass their real and imaginary parts as separate layers)")
+    if weight.dim() < 1 or weight.numel() == 0:
+        raise ValueError(f"the weight {tuple(weight.shape)} has no rows or no columns")
     w = weight.detach().reshape(weight.shape[0], -1)
     if bias is None:
         return w
+    if bias.numel() != w.shape[0]:
+        raise ValueError(f"a bias of {bias.numel()} values does not match the weight's {w.shape[0]} rows")
     return torch.cat([w, bias.detach().reshape(-1, 1).to(w.dtype)], 1)
 
 
@@ -133,6 +147,9 @@ def _whole(p: Part, kind: str, note: str = "") -> _Spec:
 def _attention(q: Part, k: Part, v: Part, o: Part | None, heads: Heads) -> list[_Spec]:
     """Q, K, V and O of one attention block, whole and (heads known) per head."""
     split = heads.split(q.w.shape[0], k.w.shape[0])
+    if isinstance(split, str) and heads.source == GIVEN:  # the user's number: say it, not a note
+        raise ValueError(f"--heads {heads.q} (heads=) does not fit '{q.name}': {split}; give a number of "
+                         f"heads that divides {q.w.shape[0]}")
     note = split if isinstance(split, str) else ""
     specs = []
     for c, p in (("q", q), ("k", k), ("v", v)):
@@ -208,7 +225,7 @@ def _from_module(model: nn.Module, heads: int | None) -> tuple[list[_Spec], Laye
     order: list[str | list[_Spec]] = []  # names of parts, or the specs of an nn.MultiheadAttention
     inside: set[str] = set()
     root = config_heads(getattr(model, "config", None), "the model's config")
-    given = Heads(heads, source="heads= as given") if heads else None
+    given = Heads(heads, source=GIVEN) if heads else None
     for name, mod in model.named_modules():
         if any(name == a or name.startswith(a + ".") for a in inside):
             continue  # out_proj was taken with its attention module
@@ -298,7 +315,7 @@ def _from_state_dict(state: Mapping[str, Tensor], heads: int | None,
                      config: Any = None) -> tuple[list[_Spec], LayerSet]:
     found = LayerSet()
     from_config = config_heads(config, "config.json")
-    known = Heads(heads, source="heads= as given") if heads else from_config
+    known = Heads(heads, source=GIVEN) if heads else from_config
     found.notes.append("from a state_dict: layer kinds inferred from parameter names and shapes "
                        "(see condlab.models._layers); heads " + (
                            f"= {known.q} ({known.source})" if known.q else
@@ -359,6 +376,9 @@ def extract_layers(model: nn.Module | Mapping[str, Tensor], *, layers: str | lis
     `heads`: split attention per head (a module knows its own; a state_dict needs it given
     or its `config`, a Hugging Face config.json as a dict).
     """
+    if heads is not None and (type(heads) is not int or heads < 1):
+        raise ValueError(f"--heads {heads} (heads=) is not accepted: give the number of attention heads, "
+                         "an integer >= 1")
     if isinstance(model, nn.Module):
         specs, found = _from_module(model, heads)
     elif is_state_dict(model):

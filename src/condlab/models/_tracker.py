@@ -46,7 +46,7 @@ import torch
 from torch import nn
 
 from ..analysis import count_orientations
-from ._inspect import _pandas, layer_row, one_blas_thread
+from ._inspect import TOP_SHARES, _pandas, layer_row, one_blas_thread
 from ._layers import extract_layers
 from ._tracker_record import TrackerRecord, claim
 
@@ -75,6 +75,7 @@ class Tracker:
         self.last_rows: list[dict[str, Any]] = []
         self.step_epochs: dict[int, Any] = {}
         self.skipped: list[dict[str, str]] = []
+        self.nonfinite: list[tuple[int, str]] = []  # (step, layer) measured with NaN or inf weights
         self.closed = False
         self.last_epoch: Any = None
         self._measured: int | None = None
@@ -106,9 +107,14 @@ class Tracker:
         rows, snaps = [], {}
         with one_blas_thread():
             for lay in found.layers:
-                o = count_orientations(lay.weight, **self.count_kwargs)
-                row = {"step": self.t, "epoch": epoch,
-                       **layer_row(lay.name, lay.kind, o, lay.shape, lay.note)}
+                if not bool(torch.isfinite(lay.weight).all()):  # diverged: recorded, the user's loop goes on
+                    o = None
+                    row = {"step": self.t, "epoch": epoch, **_nonfinite_row(lay.name, lay.kind, lay.shape)}
+                    self.nonfinite.append((self.t, lay.name))
+                else:
+                    o = count_orientations(lay.weight, **self.count_kwargs)
+                    row = {"step": self.t, "epoch": epoch,
+                           **layer_row(lay.name, lay.kind, o, lay.shape, lay.note)}
                 if not band:
                     row["stable"] = None  # one count: stability was not measured
                 rows.append(row)
@@ -119,7 +125,8 @@ class Tracker:
 
             write_scalars(self.writer, rows, self.t)
             for name, (W, o) in snaps.items():
-                write_heatmap(self.writer, name, W, o, self.t)
+                if o is not None:  # no heat map of non-finite weights
+                    write_heatmap(self.writer, name, W, o, self.t)
             self.writer.flush()  # a killed run keeps its events too
         return rows, {name: W for name, (W, _) in snaps.items()} if self.snapshots else {}
 
@@ -133,6 +140,7 @@ class Tracker:
         if self.record is not None:
             self.record.meta.update(steps=self.t, last_epoch=max(self.t - self.start - 1, 0),
                                     layers=sorted({r["layer"] for r in self.rows}), skipped=self.skipped,
+                                    nonfinite=[list(x) for x in self.nonfinite],
                                     step_epochs={str(k): v for k, v in self.step_epochs.items()})
             self.record.add(self.t, rows, snaps, losses)
         if self.on_measure is not None:
@@ -151,7 +159,9 @@ class Tracker:
     def step(self, epoch: Any, loss: Any) -> bool:
         """Count one optimizer update; measure when the count is a multiple of `every`.
 
-        Returns True when this call measured. `loss` is a float or a 0-d tensor.
+        Returns True when this call measured. `loss` is a float or a 0-d tensor. Weights that
+        turned NaN or inf are not counted: their rows say so (``note``, counts empty) and
+        ``nonfinite`` lists (step, layer); the caller's loop decides whether to stop.
         """
         if self.closed:
             raise ValueError("this Tracker was closed: make a new one to keep tracking")
@@ -192,3 +202,11 @@ class Tracker:
     def __exit__(self, exc_type, exc, tb) -> None:
         self.close("complete" if exc_type is None else "interrupted")
 
+
+def _nonfinite_row(name: str, kind: str, shape: tuple[int, int]) -> dict[str, Any]:
+    """A table row (layer_row's columns) for a layer whose weights are not finite: not counted."""
+    return {"layer": name, "kind": kind, "rows": shape[0], "cols": shape[1], "lines": None,
+            "directions": None, **{f"share_{i + 1}": None for i in range(TOP_SHARES)},
+            "condensed_share": None, "effective_neurons": None, "effective_fraction": None,
+            "stable": None, "set_aside": None, "scattered": None,
+            "note": "non-finite weights (NaN or inf): not counted; the training diverged"}

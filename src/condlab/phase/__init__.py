@@ -43,6 +43,7 @@ _EXPORTS = {
     "phase_diagram": "._report",
     "phase_diagram3": "._report",
     "phase_diagram_cli": "._report",
+    "phase_diagram_command": "._precount",
     "preset_spec": "._diagram",
     "preset_spec3": "._diagram",
     "rescaled_time": "._param",

@@ -8,6 +8,7 @@ named schemes; every run is hashed like a sweep run, so a killed diagram resumes
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -150,8 +151,39 @@ def load_diagram_spec(path: str | Path, cls: type[DiagramSpec] = DiagramSpec) ->
         raise ConfigError(f"diagram spec '{path}': {err}") from None
     if spec.layers != cls.layers:
         raise ConfigError(f"diagram spec '{path}': layers {spec.layers} is not accepted here: {cls.layers}")
+    check_ranges(spec, f"diagram spec '{path}'")
     spec.training(1)  # checks target, activation, schemes
     return spec
+
+
+def check_ranges(spec: DiagramSpec, where: str) -> None:
+    """Refuse, with one line naming the value, what would fail (or train nothing) later."""
+    from .._names import check_name
+    from ..training import ConfigError
+
+    def bad(key: str, value: Any, rule: str) -> ConfigError:
+        return ConfigError(f"{where}: {key}={value!r} is not accepted: {rule}")
+
+    check_name(spec.name, f"{where}: name")
+    for key in ("gammas", "gamma_primes", "widths", "seeds"):
+        values = getattr(spec, key)
+        if not isinstance(values, list) or not values:
+            raise bad(key, values, "give a non-empty list")
+        if not all(type(v) in (int, float) and math.isfinite(v) for v in values):
+            raise bad(key, values, "give finite numbers")
+        if len(set(values)) != len(values):
+            raise bad(key, values, "it has repeated values (each would be trained twice)")
+    if not all(m >= 1 for m in spec.widths):
+        raise bad("widths", spec.widths, "each width must be an integer >= 1")
+    if not all(isinstance(s, int) and s >= 0 for s in spec.seeds):
+        raise bad("seeds", spec.seeds, "seeds are integers >= 0")
+    for key, value in (("tol", spec.tol), ("c", spec.c)):
+        if not 0 < value < math.inf:
+            raise bad(key, value, "it must be a finite number > 0")
+    if spec.max_steps < 1:
+        raise bad("max_steps", spec.max_steps, "it must be an integer >= 1")
+    if not isinstance(spec.schemes, list):
+        raise bad("schemes", spec.schemes, "give a list of scheme names (or [])")
 
 
 def read_spec(path: str | Path, cls: type, what: str) -> dict[str, Any]:
@@ -168,7 +200,8 @@ def read_spec(path: str | Path, cls: type, what: str) -> dict[str, Any]:
     names = [f.name for f in fields(cls)]
     unknown = sorted(set(raw) - set(names))
     if unknown:
-        raise ConfigError(f"unknown diagram spec key '{unknown[0]}': {what} has keys {', '.join(names)}")
+        raise ConfigError(f"diagram spec '{path}': unknown key '{unknown[0]}': {what} has keys "
+                          f"{', '.join(names)}")
     return raw
 
 
@@ -188,9 +221,15 @@ def run_hash(config: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:HASH_CHARS]
 
 
-def plan_diagram(spec: DiagramSpec) -> tuple[Plan, list[Batch]]:
+def plan_diagram(spec: DiagramSpec, yes: bool = False) -> tuple[Plan, list[Batch]]:
     """Every run of the diagram (hashed like sweep runs) and the batches that train them: the runs of
-    every point x seed at every width, in batches of at most MAX_ELEMENTS array elements."""
+    every point x seed at every width, in batches of at most MAX_ELEMENTS array elements (counted
+    first: more than MAX_RUNS only with `yes`)."""
+    from ..sweeps import check_run_count
+
+    points = len(spec.gammas) * len(spec.gamma_primes) + len(spec.schemes)
+    check_run_count(points * len(spec.seeds) * len(spec.widths), [points, len(spec.seeds), len(spec.widths)],
+                    f"diagram {spec.name}", yes)
     depth = spec.depth
     fixed = {k: getattr(spec, k) for k in depth.coords[2:]}  # three layers: the gamma2 of the slice
     points = [{"gamma": g, "gamma_prime": gp, **fixed, "scheme": ""}
@@ -215,22 +254,24 @@ def plan_diagram(spec: DiagramSpec) -> tuple[Plan, list[Batch]]:
 
 
 def run_sweep(spec: DiagramSpec, *, out: Path, executor: str = "local", address: str | None = None,
-              progress: bool = False):
+              progress: bool = False, yes: bool = False):
     """Train what is not done yet in `out` through the sweep engine; write results.csv -> SweepResult."""
     from ..records import folder_lock
     from ..sweeps import SweepResult, execute_batches, finished_row, make_executor, write_inputs, write_table
 
     start = time.perf_counter()
-    plan, batches = plan_diagram(spec)
+    plan, batches = plan_diagram(spec, yes)
     runner = make_executor(executor, address)
     out = Path(out)
     runs_dir = out / "runs"
     with folder_lock(out, "phase diagram"):  # one process per --out (the pid of the other is named)
-        done_rows = {r.hash: row for r in plan.runs if (row := finished_row(runs_dir / r.hash)) is not None}
+        damaged: dict[str, str] = {}
+        done_rows = {r.hash: row for r in plan.runs
+                     if (row := finished_row(runs_dir / r.hash, damaged)) is not None}
         todo = [b for b in (_without(b, done_rows) for b in batches) if b.runs]
-        result = SweepResult(plan, out, skipped=len(done_rows))
-        write_inputs(out, spec_yaml(spec), plan)
-        execute_batches(runner, todo, runs_dir, result, done_rows, progress)
+        result = SweepResult(plan, out, skipped=len(done_rows), damaged=damaged)
+        execute_batches(runner, todo, runs_dir, result, done_rows, progress,
+                        inputs=lambda: write_inputs(out, spec_yaml(spec), plan))
     result.pending = len(plan.runs) - result.skipped - result.trained - result.failed
     rows = [{**r.settings, "run": r.hash, **done_rows.get(r.hash, {"status": "pending"})} for r in plan.runs]
     result.rows, result.columns = rows, plan.columns + spec.depth.result_columns()

@@ -10,9 +10,19 @@ from pathlib import Path
 from typing import Any
 
 from .._display import ShownAsPage
+from .._names import folder_for
 from ..records import atomic_write_json, atomic_write_text, provenance
 from ..sweeps import csv_text
-from ._diagram import SPECS, DiagramSpec, load_diagram_spec, preset_spec, run_sweep, spec_dict, sweep_counts
+from ._diagram import (
+    SPECS,
+    DiagramSpec,
+    load_diagram_spec,
+    preset_spec,
+    run_sweep,
+    spec_dict,
+    spec_yaml,
+    sweep_counts,
+)
 
 
 @dataclass
@@ -32,15 +42,21 @@ class DiagramResult(ShownAsPage):
 
 
 def phase_diagram(spec: DiagramSpec, *, out: str | Path, executor: str = "local", address: str | None = None,
-                  progress: bool = False) -> DiagramResult:
+                  progress: bool = False, overwrite: bool = False, yes: bool = False) -> DiagramResult:
     """Train what is not done yet in `out` (through the sweep engine), fit, judge, draw, write.
 
     `spec`: a DiagramSpec (two layers, JMLR 2021) or a DiagramSpec3 (three layers, per layer).
     Writes OUT/results.csv (one row per run), regimes.csv, claims.json, phase_diagram.png/.svg (and,
-    for two layers, rescaled_time.png/.svg); see docs/phase_diagram.md.
+    for two layers, rescaled_time.png/.svg); see docs/phase_diagram.md. An `out` holding another
+    kind of result is refused, one holding a diagram of another spec unless `overwrite`.
     """
+    from .._guards import check_result_folder
+
+    earlier = Path(out) / "spec.yaml"
+    same = earlier.is_file() and earlier.read_text() == spec_yaml(spec)
+    check_result_folder(Path(out), "phase diagram", same, overwrite)
     start = time.perf_counter()
-    sweep = run_sweep(spec, out=Path(out), executor=executor, address=address, progress=progress)
+    sweep = run_sweep(spec, out=Path(out), executor=executor, address=address, progress=progress, yes=yes)
     return report(spec, sweep, Path(out), time.perf_counter() - start)
 
 
@@ -71,9 +87,14 @@ def phase_diagram_cli(args) -> int:
     import sys
 
     spec = _cli_spec(args)
-    out = Path(args.out) if args.out else Path("runs") / spec.name
+    out = Path(args.out) if args.out else folder_for("runs", spec.name, "diagram name")
+    if args.dry_run:
+        return _dry_run(spec, out, args)
     res = phase_diagram(spec, out=out, executor=args.executor, address=args.address,
-                        progress=not args.no_progress and sys.stderr.isatty())
+                        progress=not args.no_progress and sys.stderr.isatty(), overwrite=args.overwrite,
+                        yes=args.yes)
+    for line in res.sweep.damage_lines():
+        print(f"condlab: warning: {line}", file=sys.stderr)
     for error in res.sweep.errors:
         print(f"condlab: error: {error}", file=sys.stderr)
     print(res.sweep.summary().replace(f"table: {res.sweep.tables[-1]}", f"runs: {out / 'results.csv'}"))
@@ -84,6 +105,22 @@ def phase_diagram_cli(args) -> int:
         print(f"condlab: interrupted; finished runs are kept in {out}; run again to resume", file=sys.stderr)
         return 130
     return 3 if res.sweep.failed else 0
+
+
+def _dry_run(spec: DiagramSpec, out: Path, args) -> int:
+    """``phase-diagram --dry-run``: count the runs and those done in `out`; write nothing."""
+    from .._guards import check_result_folder
+    from ..sweeps import finished_row
+    from ._diagram import plan_diagram
+
+    earlier = out / "spec.yaml"
+    same = earlier.is_file() and earlier.read_text() == spec_yaml(spec)
+    check_result_folder(out, "phase diagram", same, args.overwrite)
+    plan, batches = plan_diagram(spec, args.yes)
+    done = sum(finished_row(out / "runs" / r.hash) is not None for r in plan.runs)
+    print(f"diagram {spec.name}: {len(plan.runs)} runs in {len(batches)} batches; {done} already done, "
+          f"{len(plan.runs) - done} to train (dry run: nothing written)")
+    return 0
 
 
 def _cli_spec(args) -> DiagramSpec:

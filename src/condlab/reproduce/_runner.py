@@ -90,6 +90,7 @@ def reproduce(name: str, *, seeds: list[int] | None = None, quick: bool = False,
     """
     if name not in EXPERIMENTS:
         raise unknown(name)
+    check_executor(name, executor, address)
     check_data_dir(data_dir)
     seeds, data = seed_grid(name, seeds, data_seeds, quick)
     ctx = Context(seeds, quick, Path(out) / name, device, Path(data_dir) if data_dir else None, progress,
@@ -108,8 +109,25 @@ def reproduce(name: str, *, seeds: list[int] | None = None, quick: bool = False,
     return result
 
 
+SWEEP_BASED = ("facilitators",)  # the experiments that train through condlab.sweep (and its executors)
+
+
+def check_executor(name: str, executor: str, address: str | None) -> None:
+    """--executor/--address do what they say or are refused: only sweep-based experiments use them."""
+    from ..training import ConfigError
+
+    if executor not in ("local", "ray"):
+        raise ConfigError(f"--executor '{executor}' is not accepted: choose local or ray")
+    if (executor != "local" or address) and name not in SWEEP_BASED:
+        flag = f"--executor {executor}" if executor != "local" else "--address"
+        raise ConfigError(f"{flag} is not accepted for '{name}': only {', '.join(SWEEP_BASED)} trains "
+                          "through the sweep engine (the other experiments train in this process); "
+                          "leave it out")
+
+
 def reproduce_all(*, out: str | Path = "runs/reproduce", **kwargs) -> tuple[list[ExperimentResult], str]:
     """Run every experiment; writes OUT/summary.md and OUT/summary.csv; returns results and table."""
+    check_executor("all", kwargs.get("executor", "local"), kwargs.get("address"))
     smoke = bool(kwargs.get("quick"))
     results = [reproduce(name, out=out, smoke=smoke, **kwargs) for name in EXPERIMENTS]
     return results, write_summary(results, Path(out))

@@ -17,6 +17,7 @@ _EXPORTS = {
     "PlannedRun": "._plan",
     "SweepResult": "._sweep",
     "canonical_json": "._plan",
+    "check_run_count": "._plan",
     "csv_text": "._table",
     "execute_batches": "._sweep",
     "finished_row": "._run",

@@ -51,6 +51,14 @@ class LocalExecutor(Executor):
 
     name = "local"
 
+    def check(self, storage: Any, batches: list[Batch]) -> None:
+        """Every batch's device exists here: refused before anything is written, not when the
+        batch comes up hours later (a task's batches carry no train.device)."""
+        from ..training import resolve_device
+
+        for device in dict.fromkeys(b.config["train"]["device"] for b in batches if "train" in b.config):
+            resolve_device(device)
+
     def run(self, batches: list[Batch], storage: Any, bar: Any, on_done: OnDone) -> None:
         with storage.stage() as runs_dir:
             self._run(batches, str(runs_dir), storage, bar, on_done)

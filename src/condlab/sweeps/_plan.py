@@ -9,7 +9,7 @@ A spec (YAML or a dict) is a base config plus axes::
     zip: {data.n: [20, 40], data.high: [1.0, 1.5]}   # parallel lists (or a list of such groups)
     list: [{train.lr: 1e-3}, {train.lr: 5e-4, model.init_std: 0.01}]   # explicit settings
     seeds: {init: 3, data: [0, 1]}    # train.seeds (a count or a list) and data.seed values
-    task: condlab.reproduce._facilitators_task   # optional: a module that trains and writes a batch
+    task: facilitators                # optional: a registered task (sweeps/_tasks.py) trains each batch
 
 Every point of grid x zip x list x data seeds x init seeds is a config; each config is split
 into single runs over the per-run (batchable) keys ``BATCHED_KEYS``. A run's identity is the
@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from .._names import check_name
 from ..training import Config, ConfigError, assign_key
 from ._hash import (  # noqa: F401  (re-exported: the sweep engine and phase diagrams use them)
     BATCHED,
@@ -76,22 +78,42 @@ class Plan:
 def load_spec(spec: str | Path | dict[str, Any]) -> tuple[dict[str, Any], str, Path]:
     """A spec file or mapping -> (mapping, the text as given, directory for relative paths)."""
     if isinstance(spec, dict):
+        if not spec:
+            raise ConfigError("the sweep spec is empty: give a base and axes (grid, zip, list, seeds)")
         return copy.deepcopy(spec), yaml.safe_dump(spec, sort_keys=False), Path.cwd()
     path = Path(spec)
     if not path.is_file():
         raise ConfigError(f"sweep spec '{path}' does not exist")
     text = path.read_text()
-    raw = yaml.safe_load(text) or {}
+    raw = yaml.safe_load(text)
+    if not raw and raw is not False:  # an empty spec would train the defaults unasked
+        raise ConfigError(f"sweep spec '{path}' is empty: give a base and axes (grid, zip, list, "
+                          "seeds; docs/sweeps.md)")
     if not isinstance(raw, dict):
         raise ConfigError(f"sweep spec '{path}' must hold a mapping, got {type(raw).__name__}")
     return raw, text, path.resolve().parent
 
 
-def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, grouped: bool = True) -> Plan:
+MAX_RUNS = 100_000  # planned runs beyond which a sweep or diagram is refused unless yes=True (--yes)
+
+
+def check_run_count(runs: int, factors: list[int], what: str, yes: bool, least: bool = False) -> None:
+    """Refuse, before anything is expanded, a plan of more than MAX_RUNS runs unless `yes`
+    (`least`: `runs` is a lower bound)."""
+    if runs > MAX_RUNS and not yes:
+        shown = " x ".join(str(f) for f in factors)
+        raise ConfigError(f"{what} plans {'at least ' * least}{runs:,} runs ({shown}), more than the "
+                          f"limit of {MAX_RUNS:,}: narrow its axes, or pass --yes (yes=True) to plan them "
+                          "anyway")
+
+
+def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, grouped: bool = True,
+              yes: bool = False) -> Plan:
     """Resolve a spec mapping into runs (checked against the config tree) and batches.
 
     `grouped` resolves points that differ only in batchable keys from one config (the same
-    runs and hashes, see ``_sweep_resolve``); False resolves every point on its own.
+    runs and hashes, see ``_sweep_resolve``); False resolves every point on its own. The runs
+    are counted first (axes x the base's per-run lists): beyond MAX_RUNS only with `yes`.
     """
     from ._resolve import Groups
 
@@ -99,11 +121,14 @@ def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, grouped: bool 
     if unknown:
         raise ConfigError(f"unknown sweep key '{unknown[0]}': a spec has keys {', '.join(SPEC_KEYS)}")
     base = _base_config(raw.get("base"), base_dir)
-    name = str(raw.get("name", base["name"]))
+    name = check_name(raw.get("name", base["name"]), "sweep name")
     base["name"] = name
     for key, value in _mapping(raw.get("set") or {}, "set").items():
         assign_key(base, key, value)
     axes, axis_keys = _axes(raw, base)
+    lists = (_get(base, k) for k in BATCHED_KEYS)  # a per-run key of the base: one run per value
+    factors = [len(a) for a in axes] + [len(v) for v in lists if isinstance(v, list) and len(v) > 1]
+    check_run_count(math.prod(factors), factors, f"sweep {name}", yes)
     task = _task(raw.get("task"))
     runs: dict[str, PlannedRun] = {}
     duplicates = 0
@@ -133,19 +158,10 @@ def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, grouped: bool 
 
 
 def _task(task: Any) -> str:
-    """A spec's task: an importable module with train_part and write_part (docs/sweeps.md)."""
-    import importlib
+    """A spec's task: a name from the registry (``_tasks``); nothing is imported here."""
+    from ._tasks import resolve_task
 
-    if task is None or task == "":
-        return ""
-    try:
-        module = importlib.import_module(str(task))
-    except ImportError:
-        module = None
-    if not isinstance(task, str) or not all(hasattr(module, f) for f in ("train_part", "write_part")):
-        raise ConfigError(f"sweep task={task!r} is not accepted: give an importable module with "
-                          "train_part and write_part, or leave task out (condlab.train)")
-    return task
+    return resolve_task(task)
 
 
 def _base_config(base: Any, base_dir: Path) -> dict[str, Any]:
@@ -188,17 +204,20 @@ def _axes(raw: dict[str, Any], base: dict[str, Any]) -> tuple[list[list[dict[str
         axes.append([{key: v} for v in _values(values, f"grid.{key}")])
     groups = raw.get("zip") or []
     for i, group in enumerate([groups] if isinstance(groups, dict) else groups):
-        lists = {k: _values(v, f"zip.{k}") for k, v in _mapping(group, "zip").items()}
+        lists = {k: _values(v, f"zip.{k}", unique=False) for k, v in _mapping(group, "zip").items()}
         if len({len(v) for v in lists.values()}) > 1:
             lengths = ", ".join(f"{k}: {len(v)}" for k, v in lists.items())
             raise ConfigError(f"sweep zip group {i + 1} has lists of different lengths ({lengths})")
         for key in lists:
             claim(key, "zip")
-        axes.append([dict(zip(lists, vals, strict=True)) for vals in zip(*lists.values(), strict=True)])
+        rows = [list(vals) for vals in zip(*lists.values(), strict=True)]
+        _values(rows, f"zip group {i + 1} ({', '.join(lists)})")  # a repeated tuple: the same runs twice
+        axes.append([dict(zip(lists, vals, strict=True)) for vals in rows])
     items = raw.get("list")
     if items is not None:
         if not isinstance(items, list) or not items:
             raise ConfigError("sweep 'list' must be a non-empty list of mappings of config keys")
+        _values(items, "list")  # the same item twice: the same runs twice
         for item in items:
             for key in _mapping(item, "list"):
                 claim(key, "list")
@@ -230,9 +249,19 @@ def _seed_axes(seeds: Any, claim) -> list[list[dict[str, Any]]]:
     return axes
 
 
-def _values(values: Any, where: str) -> list[Any]:
+def _values(values: Any, where: str, unique: bool = True) -> list[Any]:
+    """A non-empty list; `unique`: without repeats (a zip column may repeat: its tuples differ)."""
     if not isinstance(values, list) or not values:
         raise ConfigError(f"sweep {where}={values!r} is not accepted: give a non-empty list of values")
+    if not unique:
+        return values
+    seen: dict[str, Any] = {}
+    for v in values:  # as `train` refuses them: a repeat would plan the same runs twice
+        token = canonical_json(v)
+        if token in seen:
+            raise ConfigError(f"sweep {where}={values!r} is not accepted: it has repeated values "
+                              f"({seen[token]!r} and {v!r}); give each value once")
+        seen[token] = v
     return values
 
 

@@ -233,9 +233,9 @@ def _now(fn, *args) -> Future:
 
 
 def _task(name: str):
-    import importlib
+    from ._tasks import load_task  # a registered task only: never a module named by a spec
 
-    return importlib.import_module(name)
+    return load_task(name)
 
 
 def run_batch(batch: Batch, runs_dir: str, progress: Any = False,
@@ -244,20 +244,34 @@ def run_batch(batch: Batch, runs_dir: str, progress: Any = False,
     return write_part(batch, train_part(batch, progress), runs_dir, where=where)
 
 
-def finished_row(run_dir: Path) -> dict[str, Any] | None:
-    """The summary row of a finished run directory, or None if the run must be trained."""
-    import json
+def finished_row(run_dir: Path, damaged: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """The summary row of a finished run directory, or None if the run must be trained.
+
+    A run that says it finished but whose record is damaged (``_verify``) is trained again: the
+    reason goes into `damaged` under the run's path, for the caller to report.
+    """
+    from ._verify import read_meta, run_damage
 
     meta_file = run_dir / "meta.json"
     if not meta_file.is_file():
         return None
+    meta, problem = read_meta(meta_file)
+    if meta is not None and meta.get("status") in FINISHED:
+        problem = run_damage(run_dir, meta)
 
     def measured() -> dict[str, Any]:  # written by something other than a sweep: measure it now
         from ..records import load_run
 
         return summarize(load_run(run_dir))
 
-    return meta_row(json.loads(meta_file.read_text()), measured)
+    try:
+        row = meta_row(meta, measured) if problem is None else None
+    except (ValueError, OSError) as err:  # RecordError, a missing file: the record is damaged
+        problem = str(err).splitlines()[0] if str(err) else type(err).__name__
+        row = None
+    if problem is not None and damaged is not None:
+        damaged[str(run_dir)] = problem
+    return row
 
 
 def meta_row(meta: dict[str, Any], measured: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
@@ -265,11 +279,11 @@ def meta_row(meta: dict[str, Any], measured: Callable[[], dict[str, Any]]) -> di
     (``measured()`` when meta.json holds none), the host and Ray node that trained it."""
     if meta.get("status") not in FINISHED:
         return None
-    sweep = meta.get("sweep", {})
+    sweep = meta.get("sweep") if isinstance(meta.get("sweep"), dict) else {}
     summary = sweep.get("summary")
-    if summary is None:
+    if not isinstance(summary, dict):
         summary = measured()
-    where = sweep.get("trained_on") or {}
+    where = sweep.get("trained_on") if isinstance(sweep.get("trained_on"), dict) else {}
     return {"status": meta["status"], **summary, "host": where.get("host"), "node": where.get("node")}
 
 

@@ -75,11 +75,13 @@ class LocalStorage:
     def lock(self, what: str = "sweep"):
         return folder_lock(self.root, what)
 
-    def finished_rows(self, hashes: Iterable[str]) -> dict[str, dict[str, Any]]:
+    def finished_rows(self, hashes: Iterable[str], damaged: dict[str, str] | None = None
+                      ) -> dict[str, dict[str, Any]]:
+        """Rows of the finished runs by hash; a damaged one goes into `damaged` (path -> why)."""
         from ._run import finished_row
 
         runs = self.root / "runs"
-        return {h: row for h in hashes if (row := finished_row(runs / h)) is not None}
+        return {h: row for h in hashes if (row := finished_row(runs / h, damaged)) is not None}
 
     def drop_partials(self) -> None:
         """Remove the .partial directories of runs killed while being written."""
@@ -180,14 +182,22 @@ class ArrowStorage:
             runs.setdefault(h, []).append(info)
         return runs
 
-    def finished_rows(self, hashes: Iterable[str]) -> dict[str, dict[str, Any]]:
+    def finished_rows(self, hashes: Iterable[str], damaged: dict[str, str] | None = None
+                      ) -> dict[str, dict[str, Any]]:
         from ._run import meta_row
 
         listed = self._run_files()
         rows = {}
         for h in hashes:
             if any(i.path == self._path(f"runs/{h}/meta.json") for i in listed.get(h, ())):
-                meta = json.loads(self.read_bytes(f"runs/{h}/meta.json") or b"{}")
+                try:
+                    meta = json.loads(self.read_bytes(f"runs/{h}/meta.json") or b"{}")
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    meta = None
+                if not isinstance(meta, dict):  # trained again, and reported
+                    if damaged is not None:
+                        damaged[self.where(f"runs/{h}")] = "meta.json is not a JSON object"
+                    continue
                 row = meta_row(meta, lambda h=h: self._summary(h))
                 if row is not None:
                     rows[h] = row

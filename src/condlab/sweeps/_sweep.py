@@ -29,6 +29,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from .._display import ShownAsPage
+from .._names import folder_for
 from ..training import ConfigError
 from . import _local, _ray  # noqa: F401  (the built-in executors: each file registers its class)
 from ._executors import EXECUTORS, OPTION_FLAGS, Executor
@@ -77,6 +78,13 @@ class SweepResult(ShownAsPage):
     columns: list[str] = field(default_factory=list)
     tables: list[Path | str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    damaged: dict[str, str] = field(default_factory=dict)  # run folder -> why it is trained again
+    estimate: dict[str, int] = field(default_factory=dict)  # dry run: bytes of memory (largest batch), disk
+
+    def damage_lines(self) -> list[str]:
+        """One line per finished-looking run whose record was damaged (it is trained again)."""
+        verb = "to be trained again" if self.out is None else "trained again"
+        return [f"run '{path}' was damaged ({why}): {verb}" for path, why in self.damaged.items()]
 
     def summary(self) -> str:
         """The one-line account printed at the end of a sweep."""
@@ -105,6 +113,7 @@ def sweep(
     progress: bool | None = None,
     cpus_per_batch: int | None = None,
     return_runs: bool = False,
+    yes: bool = False,
 ) -> SweepResult:
     """Train every run of a sweep spec that is not finished in `out`; write the results table.
 
@@ -112,11 +121,12 @@ def sweep(
     store URI (s3://bucket/prefix, ...). `executor`: 'local' (in this process), 'ray' (one task
     per batch on the cluster at `address`; `cpus_per_batch`, `return_runs`: see docs/sweeps.md,
     "Running on a cluster"), or an executor object. `dry_run` plans and counts without writing
-    or training anything.
+    or training anything. A spec of more than ``MAX_RUNS`` runs (counted before any is planned)
+    is refused unless `yes`.
     """
     options = {"address": address, "cpus_per_batch": cpus_per_batch, "return_runs": return_runs}
     with _old_objects_frozen():
-        return _sweep(spec, out, executor, options, dry_run, progress)
+        return _sweep(spec, out, executor, options, dry_run, progress, yes)
 
 
 @contextmanager
@@ -136,23 +146,35 @@ def _old_objects_frozen():
 
 
 def _sweep(spec: str | Path | dict[str, Any], out: str | Path | None, executor: str | Executor,
-           options: dict[str, Any], dry_run: bool, progress: bool | None) -> SweepResult:
+           options: dict[str, Any], dry_run: bool, progress: bool | None, yes: bool = False) -> SweepResult:
     start = time.perf_counter()
     raw, text, base_dir = load_spec(spec)
-    plan = make_plan(raw, base_dir)
+    plan = make_plan(raw, base_dir, yes=yes)
     runner = make_executor(executor, **options)
-    storage = open_storage(out if out is not None else Path("runs") / f"sweep-{plan.name}")
+    default = None if out is not None else folder_for("runs", plan.name, "sweep name", "sweep-{}")
+    storage = open_storage(out if out is not None else default)
+    if isinstance(storage, LocalStorage):  # a sweep extends a sweep (a new spec adds runs), nothing else
+        from .._guards import check_result_folder
+
+        check_result_folder(storage.root, "sweep", True, False)
     if dry_run:
-        done_rows, todo = _pending(plan, storage)
+        damaged: dict[str, str] = {}
+        done_rows, todo = _pending(plan, storage, damaged)
         result = SweepResult(plan, None, skipped=len(done_rows),
-                             pending=sum(len(b.runs) for b in todo))
+                             pending=sum(len(b.runs) for b in todo), damaged=damaged)
+        if not plan.task and todo:  # condlab.train batches: what they will need
+            from .._guards import batch_estimates
+
+            memory, disk = batch_estimates([(b.config, len(b.runs)) for b in todo])
+            result.estimate = {"memory": memory, "disk": disk}
         result.seconds = time.perf_counter() - start
         return result
     runner.connect()  # an unreachable cluster fails here, before anything is written
     try:
         with storage.lock():  # a second sweep on the same --out is refused, naming this pid
-            done_rows, todo = _pending(plan, storage)
-            result = SweepResult(plan, storage.out, skipped=len(done_rows))
+            damaged = {}
+            done_rows, todo = _pending(plan, storage, damaged)
+            result = SweepResult(plan, storage.out, skipped=len(done_rows), damaged=damaged)
             runner.check(storage, todo)  # refusals (resources, storage, versions): still nothing written
             storage.drop_partials()
             show = sys.stderr.isatty() if progress is None else progress
@@ -168,20 +190,24 @@ def _sweep(spec: str | Path | dict[str, Any], out: str | Path | None, executor: 
     return result
 
 
-def _pending(plan: Plan, storage: Any) -> tuple[dict[str, dict[str, Any]], list[Batch]]:
-    """(rows of the finished runs by hash, batches of the runs still to train)."""
-    done_rows = storage.finished_rows(r.hash for r in plan.runs)
+def _pending(plan: Plan, storage: Any, damaged: dict[str, str]) -> tuple[dict[str, Any], list[Batch]]:
+    """(rows of the finished runs by hash, batches of the runs still to train); a damaged run
+    (path -> why) is among the latter."""
+    done_rows = storage.finished_rows((r.hash for r in plan.runs), damaged)
     return done_rows, _batches(plan, set(done_rows))
 
 
 def execute_batches(runner: Executor, todo: list[Batch], runs_dir: Path, result: SweepResult, done_rows: dict,
-             show: bool) -> None:
+                    show: bool, inputs: Any = None) -> None:
     """Connect, check and run the batches into runs_dir's parent folder (the phase diagrams'
-    sweeps: they hold their folder's lock and write their inputs themselves)."""
+    sweeps: they hold their folder's lock); `inputs()`, which writes their inputs, is called
+    once the executor is reached and has accepted the batches: nothing is written before."""
     storage = LocalStorage(Path(runs_dir).parent.absolute())
     runner.connect()
     try:
         runner.check(storage, todo)
+        if inputs is not None:
+            inputs()
         _run_batches(runner, todo, storage, result, done_rows, show)
     finally:
         runner.close()

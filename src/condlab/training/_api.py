@@ -176,7 +176,24 @@ def _build(cfg: Config, runs: list[RunSpec] | None = None) -> _Batch:
     dropout = Dropout.of([s.dropout for s in specs], [s.seed for s in specs], dtype, device)
     x = torch.as_tensor(dataset.x, dtype=dtype, device=device)
     y = torch.as_tensor(dataset.y, dtype=dtype, device=device)
+    _check_finite(cfg, dataset, x, y)
     return _Batch(cfg, specs, dataset, net, opt, dropout, x, y)
+
+
+def _check_finite(cfg: Config, dataset: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+    """Data or targets that overflow (or are NaN) in the training dtype are named as such, before
+    training: otherwise the loss is inf at once and the run reads "diverged at epoch 0"."""
+    for what, host, tensor in (("inputs", dataset.x, x), ("targets", dataset.y, y)):
+        if bool(torch.isfinite(tensor).all()):
+            continue
+        source = f"data.target={cfg.data.target!r}" if what == "targets" and cfg.data.source == "synthetic" \
+            else f"data.source={cfg.data.source!r}"
+        if np.isfinite(np.asarray(host, dtype=np.float64)).all():
+            big = float(np.abs(np.asarray(host, dtype=np.float64)).max())
+            raise ConfigError(f"{source}: the {what} overflow {cfg.train.dtype} (largest |value| {big:.3g}): "
+                              "use train.dtype=float64 or a smaller target")
+        raise ConfigError(f"{source}: the {what} hold NaN or inf values (an overflow or a pole in the "
+                          "data range): change the target or data.low/data.high")
 
 
 def _with_run_count(cfg: Config, runs: int) -> Config:

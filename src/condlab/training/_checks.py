@@ -46,3 +46,23 @@ def is_builtin_activation(name: str) -> bool:
     key = name.strip().lower()
     return ACTIVATION_ALIASES.get(key, key) in BUILTIN_ACTIVATIONS
 
+
+# A name (config `name`, a spec's `name:`) becomes a folder: a name, never a path (condlab._names)
+NAME_MAX = 100  # characters: a folder name plus a stamp stays far below the file systems' 255 bytes
+NAME_RULE = (f"a name is 1-{NAME_MAX} printable characters, without '/', '\\' or '..', "
+             "not starting with '.' or '-'")
+
+
+def name_problem(name: object) -> str | None:
+    """Why `name` cannot name a folder (None: it can)."""
+    if not isinstance(name, str) or not name:
+        return "it is empty" if name == "" else f"it is a {type(name).__name__}, not text"
+    if len(name) > NAME_MAX:
+        return f"it has {len(name)} characters"
+    if not name.isprintable():
+        return "it holds a control character"
+    if "/" in name or "\\" in name or ".." in name:
+        return "it holds a path separator or '..'"
+    if name[0] in ".-" or name != name.strip():
+        return "it starts with '.' or '-', or with a space" if name[0] in ".- " else "it ends with a space"
+    return None

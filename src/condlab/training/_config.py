@@ -145,11 +145,14 @@ class Config:
             what = "is a folder, not a file" if path.is_dir() else "does not exist"
             raise ConfigError(f"config file '{path}' {what}")
         try:
-            raw = yaml.safe_load(path.read_text()) or {}
+            raw = yaml.safe_load(path.read_text())
         except yaml.YAMLError as err:  # tags such as !!python/object are refused here too
             raise ConfigError(f"config file '{path}' is not valid YAML: {_yaml_problem(err)}") from None
         except UnicodeDecodeError:
             raise ConfigError(f"config file '{path}' is not UTF-8 text") from None
+        if not raw and raw is not False:  # an empty file (or `{}`) would train the defaults unasked
+            raise ConfigError(f"config file '{path}' is empty: give a mapping of config keys "
+                              "(`condlab config` prints them), or leave the file out for the defaults")
         if not isinstance(raw, dict):
             raise ConfigError(f"config file '{path}' must hold a mapping, got {type(raw).__name__}")
         return cls.from_dict(raw)
@@ -331,8 +334,10 @@ def _check(ok: bool, message: str) -> None:
 
 def validate(cfg: Config) -> Config:
     """Check ranges and names; returns `cfg` unchanged (a single activation stays one entry)."""
-    from ._checks import is_builtin_activation, target_problem
+    from ._checks import NAME_RULE, is_builtin_activation, name_problem, target_problem
 
+    problem = name_problem(cfg.name)  # a folder is made from it: a name, never a path
+    _check(problem is None, f"name={cfg.name!r} is not accepted ({problem}): {NAME_RULE}")
     d, m, t = cfg.data, cfg.model, cfg.train
     for key, value in [("data.n", d.n), ("data.d", d.d), ("model.width", m.width),
                        ("model.depth", m.depth), ("model.d_out", m.d_out),
@@ -372,8 +377,8 @@ def validate(cfg: Config) -> Config:
     _check(t.dtype in DTYPES, f"train.dtype='{t.dtype}' is not accepted: choose one of {', '.join(DTYPES)}")
     _check(0 <= t.beta1 < 1 and 0 <= t.beta2 < 1, "train.beta1 and train.beta2 must lie in [0, 1)")
     _check(t.eps >= 0, f"train.eps={t.eps} is not accepted: it must be >= 0")
-    _check(t.snapshot_neurons >= 0, f"train.snapshot_neurons={t.snapshot_neurons} is not accepted: "
-           "it must be >= 0 (0 records every neuron)")
+    _check(0 <= t.snapshot_neurons <= m.width, f"train.snapshot_neurons={t.snapshot_neurons} is not "
+           f"accepted: it must lie in [0, model.width={m.width}] (0 records every neuron)")
     _check(len(set(t.seeds)) == len(t.seeds), f"train.seeds={t.seeds} has repeated seeds")
     for key, values in (("model.init_std", m.init_std), ("model.dropout", m.dropout), ("train.lr", t.lr),
                         ("train.weight_decay", t.weight_decay), ("train.momentum", t.momentum)):
