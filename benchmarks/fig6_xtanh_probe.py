@@ -16,8 +16,9 @@ import numpy as np
 import condlab
 from condlab.analysis import count_orientations, line_angles
 from condlab.analysis._fields import stable_lines_2d
+from condlab.analysis._leading import effective_residual
 from condlab.analysis._report import run_history
-from condlab.analysis._theory import effective_residual, roots_1d
+from condlab.analysis._theory import roots_1d
 
 EPOCH = 200
 

@@ -14,7 +14,8 @@ from condlab.analysis._fields import (
     stable_lines_2d,
     velocities,
 )
-from condlab.analysis._theory import flow_lines, line_angles, roots_1d
+from condlab.analysis._flows import flow_lines
+from condlab.analysis._theory import line_angles, roots_1d
 
 # sigma' of the paper's activations, with multiplicity p and sigma^(p)(0)
 SIGMA_PRIME = {

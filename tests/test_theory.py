@@ -8,11 +8,11 @@ import pytest
 import sympy
 import torch
 
+from condlab.analysis._flows import flow_lines
+from condlab.analysis._leading import flow_for_optimizer
 from condlab.analysis._theory import (
     Prediction,
     case2_coefficients,
-    flow_for_optimizer,
-    flow_lines,
     line_angles,
     match_report,
     p1_line,

@@ -32,9 +32,10 @@ import torch
 
 from ..records import Run
 from ..training import augment
+from ._leading import flow_for_optimizer
 from ._orientations import Orientations, count_orientations
 from ._replay import History, replay_neurons
-from ._theory import Prediction, flow_for_optimizer, line_angles, predict_lines
+from ._theory import Prediction, line_angles, predict_lines
 
 POINT_BLOCK = 1 << 22  # hidden values per block of points in a forward pass (32 MiB in float64)
 
