@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from torch import Tensor, nn
 
-from ..analysis import Orientations, cosine_order, count_orientations
+from ..analysis import Orientations, cosine_order, count_orientations, count_orientations_many
 from ..records import atomic_write_json, atomic_write_text, provenance
 from ._layers import LayerMatrix, LayerSet, extract_layers
 
@@ -120,14 +120,34 @@ class InspectReport:
                                      "(p_g = group size / active rows)"}
 
 
+def count_layers(layers: list[LayerMatrix], kwargs: dict[str, Any]) -> list[Orientations]:
+    """``count_orientations(lay.weight, **kwargs)`` for each layer; without the band
+    (``band=False``), layers of one shape (a model's heads, its repeated blocks) in one batched fit."""
+    out: list[Orientations | None] = [None] * len(layers)
+    shapes: dict[tuple[int, ...], list[int]] = {}
+    knobs = {"band", "penalty", "negligible_mads", "min_share"}
+    batched = kwargs.get("band", True) is False and set(kwargs) <= knobs
+    for i, lay in enumerate(layers):
+        if batched:
+            shapes.setdefault(tuple(lay.weight.shape), []).append(i)
+            continue
+        with one_blas_thread() if lay.shape[0] < SMALL_ROWS else contextlib.nullcontext():
+            out[i] = count_orientations(lay.weight, **kwargs)
+    many = {k: v for k, v in kwargs.items() if k != "band"}
+    for index in shapes.values():
+        with one_blas_thread() if layers[index[0]].shape[0] < SMALL_ROWS else contextlib.nullcontext():
+            found = count_orientations_many([layers[i].weight for i in index], **many)
+        for i, o in zip(index, found, strict=True):
+            out[i] = o
+    return out  # type: ignore[return-value]
+
+
 def measure_layers(found: LayerSet, count_kwargs: dict[str, Any] | None = None) -> InspectReport:
     """Count orientations of every matrix the adapter found; one table row each."""
     pd = _pandas()
     kwargs = dict(count_kwargs or {})
     rows, orient = [], {}
-    for lay in found.layers:
-        with one_blas_thread() if lay.shape[0] < SMALL_ROWS else contextlib.nullcontext():
-            o = count_orientations(lay.weight, **kwargs)
+    for lay, o in zip(found.layers, count_layers(found.layers, kwargs), strict=True):
         orient[lay.name] = o
         rows.append(layer_row(lay.name, lay.kind, o, lay.shape, lay.note))
     table = pd.DataFrame(rows, columns=COLUMNS)

@@ -45,8 +45,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..analysis import count_orientations
-from ._inspect import TOP_SHARES, _pandas, layer_row, one_blas_thread
+from ._inspect import TOP_SHARES, _pandas, count_layers, layer_row, one_blas_thread
 from ._layers import extract_layers
 from ._tracker_record import TrackerRecord, claim
 
@@ -106,13 +105,16 @@ class Tracker:
         band = bool(self.count_kwargs.get("band"))
         rows, snaps = [], {}
         with one_blas_thread():
-            for lay in found.layers:
-                if not bool(torch.isfinite(lay.weight).all()):  # diverged: recorded, the user's loop goes on
+            finite = [bool(torch.isfinite(lay.weight).all()) for lay in found.layers]
+            counted = iter(count_layers([lay for lay, ok in zip(found.layers, finite, strict=True) if ok],
+                                        self.count_kwargs))
+            for lay, ok in zip(found.layers, finite, strict=True):
+                if not ok:  # diverged: recorded, the user's loop goes on
                     o = None
                     row = {"step": self.t, "epoch": epoch, **_nonfinite_row(lay.name, lay.kind, lay.shape)}
                     self.nonfinite.append((self.t, lay.name))
                 else:
-                    o = count_orientations(lay.weight, **self.count_kwargs)
+                    o = next(counted)
                     row = {"step": self.t, "epoch": epoch,
                            **layer_row(lay.name, lay.kind, o, lay.shape, lay.note)}
                 if not band:
