@@ -194,7 +194,8 @@ def _spread(C: np.ndarray, Rw: np.ndarray, N: np.ndarray, log_s: np.ndarray, k: 
 
 
 def em(U, UT, w, mu, log_s, log_pi, k, layers, n_min):
-    """EM on the given layers until each one's log-likelihood per row moves less than TOL, or
+    """EM on the given layers until each one's log-likelihood per row moves less than TOL, two of
+    its axes come within MIN_LINE_DEG, a component collapses onto fewer than n_min (B,) rows, or
     MAX_ITER steps; mu, log_s, log_pi (B, K[, k]) are updated in place.
 
     Work is compacted: only live components (the largest count among the layers) and, once a
