@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import condlab
-from condlab.records._fastwrite import json_indent2, npy_parts
+from condlab.records._files import json_indent2, npy_parts
 from condlab.records._io import _jsonable
 from condlab.records._records import RECORD_FORMAT, write_runs
 

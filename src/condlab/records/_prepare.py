@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ._fastwrite import fill_file, json_indent2, npz_bytes
+from ._files import fill_file, json_indent2, npz_bytes
 
 
 def record_files(layers: Sequence[str]) -> list[str]:

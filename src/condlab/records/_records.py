@@ -40,7 +40,7 @@ import torch
 
 from .._display import ShownAsPage
 from ..training import Architecture, Config, FCNet
-from ._fastwrite import fill_file, json_indent2, npz_bytes, save_npy, write_file
+from ._files import fill_file, json_indent2, npz_bytes, save_npy, write_file
 from ._io import durable, fsync_path
 
 if TYPE_CHECKING:
