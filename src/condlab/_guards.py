@@ -226,17 +226,24 @@ def train_bytes(cfg: Config, n: int, d: int, d_out: int) -> int:
     m, depth, t = cfg.model.width, cfg.model.depth, cfg.train
     runs = run_count(cfg)
     size = 4 if t.dtype == "float32" else 8
-    per_run = m * (d + 1) + (depth - 1) * m * (m + 1) + d_out * (m + int(cfg.model.output_bias))
-    params = runs * per_run
+    params, stored = snapshot_values(cfg, runs, d, d_out)
     optimizer = (7 if t.optimizer == "adam" else 3) * params
     work = runs * n * (m * (3 * depth + 2) + (d + 1) + 3 * d_out) + params
-    snaps = len(snapshot_epochs(t.snapshots, t.epochs))
-    kept = t.snapshot_neurons if 0 < t.snapshot_neurons < m else m
-    thin = runs * (kept * (d + 1) + (depth - 1) * kept * (m + 1) + d_out * (m + 1))
-    stored = snaps * params if kept == m else snaps * thin + 2 * params
     device = (optimizer + work + (t.epochs + 1) * runs) * size
     host = stored * size + (t.epochs + 1) * runs * 16 + n * (d + d_out) * 16
     return device + host
+
+
+def snapshot_values(cfg: Config, runs: int, d: int, d_out: int) -> tuple[int, int]:
+    """(parameters of `runs` runs, values their snapshots keep): every parameter at every
+    snapshot, or with ``train.snapshot_neurons = K`` K rows of each hidden layer at every snapshot
+    and the whole network at two epochs."""
+    m, depth, t = cfg.model.width, cfg.model.depth, cfg.train
+    params = runs * (m * (d + 1) + (depth - 1) * m * (m + 1) + d_out * (m + int(cfg.model.output_bias)))
+    snaps = len(snapshot_epochs(t.snapshots, t.epochs))
+    kept = t.snapshot_neurons if 0 < t.snapshot_neurons < m else m
+    thin = runs * (kept * (d + 1) + (depth - 1) * kept * (m + 1) + d_out * (m + 1))
+    return params, snaps * params if kept == m else snaps * thin + 2 * params
 
 
 def batch_estimates(configs: list[tuple[dict, int]]) -> tuple[int, int]:
@@ -247,10 +254,9 @@ def batch_estimates(configs: list[tuple[dict, int]]) -> tuple[int, int]:
         cfg = Config.from_dict(raw)
         d, m, t = cfg.data, cfg.model, cfg.train
         memory = max(memory, train_bytes(cfg, d.n, d.d, m.d_out))
-        per_run = m.width * (d.d + 1) + (m.depth - 1) * m.width * (m.width + 1) + m.d_out * (m.width + 1)
+        stored = snapshot_values(cfg, runs, d.d, m.d_out)[1]
         size = 4 if t.dtype == "float32" else 8
-        snaps = len(snapshot_epochs(t.snapshots, t.epochs))
-        disk += runs * (snaps * per_run * size + (t.epochs + 1) * 8 + d.n * (d.d + m.d_out) * 8)
+        disk += stored * size + runs * ((t.epochs + 1) * 8 + d.n * (d.d + m.d_out) * 8)
     return memory, disk
 
 
