@@ -146,6 +146,10 @@ def test_a_layer_counts_the_same_alone_and_in_any_batch_of_its_shape():
     assert count_lines_many(S) == [o.n_lines for o in alone]
     assert count_lines_many(S[::-1])[::-1] == [o.n_lines for o in alone]
     assert [o.to_dict() for o in count_orientations_many(S)] == [o.to_dict() for o in alone]
+    # a list of layers of several shapes: each shape fitted apart, results in the list's order
+    mixed = [S[0], S[1][:40], S[2], clumps(99, m=40)]
+    want = [count_orientations(W, band=False).to_dict() for W in mixed]
+    assert [o.to_dict() for o in count_orientations_many(mixed)] == want
 
 
 def test_the_band_and_its_keys():

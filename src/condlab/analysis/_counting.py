@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -92,6 +93,22 @@ def as_stack(W) -> np.ndarray:
     if not np.isfinite(W).all():
         raise ValueError("W has non-finite entries (NaN or inf): the weights diverged")
     return W
+
+
+def shape_groups(items: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(indices, float64 stack (B_s, m, k)) per shape of items; a layer that is not 2-D raises."""
+    if hasattr(items, "detach"):  # a torch stack
+        items = items.detach().cpu().double().numpy()
+    if isinstance(items, np.ndarray) and items.ndim == 3:
+        return [(np.arange(len(items)), as_stack(items))]
+    arrays = [np.asarray(W.detach().cpu().double().numpy() if hasattr(W, "detach") else W, dtype=np.float64)
+              for W in items]
+    shapes: dict[tuple[int, ...], list[int]] = {}
+    for i, W in enumerate(arrays):
+        if W.ndim != 2:
+            raise ValueError(f"expected a 2-D weight matrix (m, k), got shape {W.shape} (layer {i})")
+        shapes.setdefault(W.shape, []).append(i)
+    return [(np.array(index), as_stack(np.stack([arrays[i] for i in index]))) for index in shapes.values()]
 
 
 def structures(W: np.ndarray, penalty: np.ndarray, mads: np.ndarray, min_share: float) -> Structures:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from condlab.analysis._counting import MIN_SHARE, NEGLIGIBLE_MADS, PENALTY, as_stack, structures
+from condlab.analysis._counting import MIN_SHARE, NEGLIGIBLE_MADS, PENALTY, shape_groups, structures
 from condlab.analysis._orientations import _check
 
 
@@ -44,27 +44,11 @@ def count_lines_many(
         raise ValueError(f"threads must be >= 1, got {threads}")
     items = layers if isinstance(layers, np.ndarray) or hasattr(layers, "detach") else list(layers)
     counts = [0] * len(items)
-    for index, stack in _shape_groups(items):
+    for index, stack in shape_groups(items):
         found = _count_stack(stack, penalty, negligible_mads, min_share, int(threads))
         for i, c in zip(index.tolist(), found.tolist(), strict=True):
             counts[i] = int(c)
     return counts
-
-
-def _shape_groups(items: Any) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(indices, float64 stack (B_s, m, k)) per shape of items; a layer that is not 2-D raises."""
-    if hasattr(items, "detach"):  # a torch stack
-        items = items.detach().cpu().double().numpy()
-    if isinstance(items, np.ndarray) and items.ndim == 3:
-        return [(np.arange(len(items)), as_stack(items))]
-    arrays = [np.asarray(W.detach().cpu().double().numpy() if hasattr(W, "detach") else W, dtype=np.float64)
-              for W in items]
-    shapes: dict[tuple[int, ...], list[int]] = {}
-    for i, W in enumerate(arrays):
-        if W.ndim != 2:
-            raise ValueError(f"expected a 2-D weight matrix (m, k), got shape {W.shape} (layer {i})")
-        shapes.setdefault(W.shape, []).append(i)
-    return [(np.array(index), as_stack(np.stack([arrays[i] for i in index]))) for index in shapes.values()]
 
 
 def _count_stack(stack: np.ndarray, penalty: float, mads: float, min_share: float,

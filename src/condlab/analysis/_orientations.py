@@ -34,6 +34,7 @@ from condlab.analysis._counting import (
     NEGLIGIBLE_MIN_RATIO,
     PENALTY,
     as_stack,
+    shape_groups,
     structures,
 )
 
@@ -142,19 +143,18 @@ def count_orientations_many(
     negligible_mads: float = NEGLIGIBLE_MADS,
     min_share: float = MIN_SHARE,
 ) -> list[Orientations]:
-    """``[count_orientations(W, band=False, ...) for W in layers]`` for same-shape layers (B, m, k),
-    fitted in one batched call (the report's heat-map frames, a Tracker's history)."""
+    """``[count_orientations(W, band=False, ...) for W in layers]``: a stack (B, m, k) or a list of
+    (m, k) layers, those of one shape (a model's heads, a slider's frames) fitted in one call."""
     _check(penalty, negligible_mads, min_share)
-    if len(layers) == 0:
-        return []
-    if not (isinstance(layers, np.ndarray) or hasattr(layers, "detach")):  # a list of (m, k) layers
-        layers = np.stack([W.detach().cpu().double().numpy() if hasattr(W, "detach") else np.asarray(W, float)
-                           for W in layers])
-    S = as_stack(layers)
-    st = structures(S, np.full(len(S), penalty), np.full(len(S), negligible_mads), min_share)
+    items = layers if isinstance(layers, np.ndarray) or hasattr(layers, "detach") else list(layers)
+    out: list[Orientations | None] = [None] * len(items)
     knob = (penalty, negligible_mads)
-    return [_result(S[b], st, b, {knob: (int(st.n_lines[b]), int(st.n_arcs[b]))}, penalty, negligible_mads,
-                    min_share) for b in range(len(S))]
+    for index, S in shape_groups(items):
+        st = structures(S, np.full(len(S), penalty), np.full(len(S), negligible_mads), min_share)
+        for b, i in enumerate(index.tolist()):
+            found = {knob: (int(st.n_lines[b]), int(st.n_arcs[b]))}
+            out[i] = _result(S[b], st, b, found, penalty, negligible_mads, min_share)
+    return out  # type: ignore[return-value]
 
 
 def _result(W: np.ndarray, st, b: int, found: dict, penalty: float, negligible_mads: float,

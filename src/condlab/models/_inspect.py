@@ -123,23 +123,19 @@ class InspectReport:
 def count_layers(layers: list[LayerMatrix], kwargs: dict[str, Any]) -> list[Orientations]:
     """``count_orientations(lay.weight, **kwargs)`` for each layer; without the band
     (``band=False``), layers of one shape (a model's heads, its repeated blocks) in one batched fit."""
-    out: list[Orientations | None] = [None] * len(layers)
-    shapes: dict[tuple[int, ...], list[int]] = {}
+    def threads(rows: list[int]):
+        return one_blas_thread() if max(rows, default=0) < SMALL_ROWS else contextlib.nullcontext()
+
     knobs = {"band", "penalty", "negligible_mads", "min_share"}
-    batched = kwargs.get("band", True) is False and set(kwargs) <= knobs
-    for i, lay in enumerate(layers):
-        if batched:
-            shapes.setdefault(tuple(lay.weight.shape), []).append(i)
-            continue
-        with one_blas_thread() if lay.shape[0] < SMALL_ROWS else contextlib.nullcontext():
-            out[i] = count_orientations(lay.weight, **kwargs)
-    many = {k: v for k, v in kwargs.items() if k != "band"}
-    for index in shapes.values():
-        with one_blas_thread() if layers[index[0]].shape[0] < SMALL_ROWS else contextlib.nullcontext():
-            found = count_orientations_many([layers[i].weight for i in index], **many)
-        for i, o in zip(index, found, strict=True):
-            out[i] = o
-    return out  # type: ignore[return-value]
+    if kwargs.get("band", True) is False and set(kwargs) <= knobs:
+        with threads([lay.shape[0] for lay in layers]):
+            return count_orientations_many([lay.weight for lay in layers],
+                                           **{k: v for k, v in kwargs.items() if k != "band"})
+    out = []
+    for lay in layers:
+        with threads([lay.shape[0]]):
+            out.append(count_orientations(lay.weight, **kwargs))
+    return out
 
 
 def measure_layers(found: LayerSet, count_kwargs: dict[str, Any] | None = None) -> InspectReport:

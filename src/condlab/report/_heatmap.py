@@ -109,16 +109,10 @@ def shown_rows(W: np.ndarray) -> np.ndarray:
 
 
 def _frame_counts(frames: list[np.ndarray]) -> list[Orientations | None]:
-    """The count of each frame's sampled rows, frames of one shape fitted in one batched call."""
-    out: list[Orientations | None] = [None] * len(frames)
-    shapes: dict[tuple[int, ...], list[int]] = {}
-    for i, W in enumerate(frames):
-        if W.shape[0]:
-            shapes.setdefault(shown_rows(W).shape, []).append(i)
-    for index in shapes.values():
-        for i, o in zip(index, count_orientations_many([shown_rows(frames[i]) for i in index]), strict=True):
-            out[i] = o
-    return out
+    """The count of each frame's shown rows (None: a frame without rows), one batched fit."""
+    shown = [i for i, W in enumerate(frames) if W.shape[0]]
+    counts = dict(zip(shown, count_orientations_many([shown_rows(frames[i]) for i in shown]), strict=True))
+    return [counts.get(i) for i in range(len(frames))]
 
 
 def frame_epochs(epochs: Sequence[int], keep: Sequence[int] = (), layers: int = 1) -> list[int]:

@@ -59,9 +59,9 @@ def _record_damage(run_dir: Path, meta: dict[str, Any]) -> str | None:
         return "config.json is missing"
     if not zipfile.is_zipfile(run_dir / "data.npz"):
         return "data.npz is missing or not a readable .npz file"
-    if not (run_dir / "loss.npy").exists() and (run_dir / "loss.csv").is_file():
-        pass  # format 2 keeps its loss in loss.csv
-    elif problem := _shape_problem(run_dir / "loss.npy", 1, int(meta.get("last_epoch", 0)) + 1, True):
+    in_csv = not (run_dir / "loss.npy").exists() and (run_dir / "loss.csv").is_file()  # format 2
+    if not in_csv and (problem := _shape_problem(run_dir / "loss.npy", 1, int(meta.get("last_epoch", 0)) + 1,
+                                                 True)):
         return problem
     wanted = [(snap / "epochs.npy", 1, count)]
     wanted += [(snap / f"{name}.npy", 3, count) for name in meta["snapshot_layers"]]
