@@ -146,8 +146,9 @@ def _summary(claim: Claim) -> dict[str, Any]:
     return {"verdict": claim.verdict, "pairs": pairs, "reason": claim.reason}
 
 
-def _rerun(v: Variant, experiment: Experiment, ctx: Context) -> dict[str, Claim] | str:
-    """The variant's claims by id, or the error that stopped it."""
+def _rerun(v: Variant, experiment: Experiment, ctx: Context) -> dict[str, Claim] | tuple[str, str]:
+    """The variant's claims by id, or (verdict, reason) when it did not finish: "diverged" (its
+    training diverged before the measurement) or "error"."""
     fresh = replace(ctx, out=ctx.out / "variants" / v.name, warnings=[], trained=[], stages=[],
                     diverged=[], analyze_replay=False)
     run = v.context(fresh)
@@ -155,9 +156,9 @@ def _rerun(v: Variant, experiment: Experiment, ctx: Context) -> dict[str, Claim]
         return {c.id: c for c in experiment.run(run).claims}
     except Exception as err:  # noqa: BLE001 - a variant that cannot run is a result, not a crash
         if run.diverged:  # e.g. GD's step size on a network Adam trains: say so, not the error it led to
-            return (f"{DIVERGED}: {len(run.diverged)} run(s) diverged before the measurement "
-                    f"({'; '.join(run.diverged[:3])}{'; ...' if len(run.diverged) > 3 else ''})")
-        return f"{type(err).__name__}: {err}"
+            return DIVERGED, (f"{len(run.diverged)} run(s) diverged before the measurement "
+                              f"({'; '.join(run.diverged[:3])}{'; ...' if len(run.diverged) > 3 else ''})")
+        return "error", f"{type(err).__name__}: {err}"
 
 
 def diagnose_result(experiment: Experiment, ctx: Context, result: ExperimentResult) -> None:
@@ -169,12 +170,10 @@ def diagnose_result(experiment: Experiment, ctx: Context, result: ExperimentResu
     for v in VARIANTS:
         entry = {"variant": v.name, "factor": v.factor, "what": v.what}
         why_not = v.not_applicable(experiment, ctx, result)
-        claims = {} if why_not else _rerun(v, experiment, ctx)
+        claims = ("not applicable", why_not) if why_not else _rerun(v, experiment, ctx)
         for c in failing:
-            if why_not or isinstance(claims, str):
-                failed = DIVERGED if isinstance(claims, str) and claims.startswith(DIVERGED) else "error"
-                verdict = "not applicable" if why_not else failed
-                c.variants.append({**entry, "verdict": verdict, "pairs": "-", "reason": why_not or claims})
+            if isinstance(claims, tuple):
+                c.variants.append({**entry, "verdict": claims[0], "pairs": "-", "reason": claims[1]})
                 continue
             if c.id not in claims:
                 continue
