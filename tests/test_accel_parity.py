@@ -15,7 +15,9 @@ Claims, stated before running. For every fast path in the registry, on each of i
   a few thousand steps. Optimizer step: the parameters
   after 30 steps (one run frozen half way) within 1e-12 (float64) / 1e-5 (float32) of their
   largest magnitude: PyTorch's fused kernel rounds each update differently from the plain
-  tensor step, and 30 steps add up such differences;
+  tensor step, and 30 steps add up such differences. Plan resolution: exactly the reference's
+  plan (runs, hashes -- existing sweep folders resume by hash --, batches, columns, settings,
+  duplicates), and for a bad point exactly the reference's error;
 * at 2 threads (work split over condlab's pool) it gives the same bits as at 1 thread;
 * on its "stands aside" cases it does not apply, and the reference runs.
 
@@ -31,10 +33,13 @@ import pytest
 import torch
 
 from _accel_helpers import two_layer
-from condlab._accel import ENV_VAR, MODULES, _kernels, paths
+from condlab._accel import ENV_VAR, MODULES, _kernels, find, paths
 from condlab.activations import get_activation
 from condlab.phase import scales, train_to_convergence
 from condlab.phase._diagram import HARDER_X, HARDER_Y
+from condlab.sweeps import run_hash
+from condlab.sweeps._plan import make_plan
+from condlab.training import Config, ConfigError
 from condlab.training._arch import get_architecture
 from condlab.training._dropout import Dropout
 from condlab.training._models import BatchedNet, augment, init_weights
@@ -103,6 +108,50 @@ PHASE_ASIDE = {"compiled ReLU phase step": [(7, "relu"), (3, "tanh")]}
 # fast path -> optimizer cases: (optimizer, hyper-parameters shared by every element or per run)
 OPTIMIZER = {"fused Adam": [("adam", True), ("adam", False), ("adamw", True), ("adamw", False)]}
 OPTIMIZER_ASIDE = {"fused Adam": [("adam", torch.float16)]}   # a dtype the kernel does not take
+# fast path -> sweep specs it must plan as the reference does, then specs with a bad point
+PLAN_SPECS = {
+    "tiny": {"name": "tiny", "base": "fig5",
+             "set": {"train.epochs": 30, "train.snapshots": "every:10", "train.dtype": "float64"},
+             "grid": {"model.width": [8, 12]},
+             "zip": {"train.lr": [1e-3, 5e-4], "model.init_std": [0.005, 0.01]},
+             "seeds": {"init": 2, "data": [0, 1]}},
+    "bench-batched": {"base": "fig3", "set": {"train.snapshots": "every:100"},
+                      "grid": {"train.lr": [1e-3 * 1.25**i for i in range(4)],
+                               "model.init_std": [0.005 * 1.25**i for i in range(3)]},
+                      "seeds": {"init": 4}},
+    "bench-separate": {"base": "fig3", "grid": {"data.amplitude": [3.0, 3.1], "data.frequency": [4, 4.25]},
+                       "seeds": {"init": [3, 1]}},
+    "base-lists-and-list-axis": {"base": {"train": {"lr": [1e-3, 2e-3], "epochs": 5}},
+                                 "list": [{"model.width": 4}, {"model.width": 6, "data.n": 10},
+                                          {"model.width": 4, "train.lr": "3e-3, 1e-3"}]},
+    "values-as-text-and-ints": {"grid": {"train.lr": ["1e-3", 0.001, 1], "train.seeds": [[0, 1], 2]}},
+    "sgd-momentum-decay-dropout": {"set": {"train.optimizer": "sgd", "train.nesterov": True},
+                                   "grid": {"train.momentum": [0.5, 0.9], "train.weight_decay": [0, 1e-4],
+                                            "model.dropout": [0.0, 0.25]}},
+    "duplicates": {"list": [{"train.lr": 1e-3}, {"train.lr": [1e-3, 2e-3]}, {"model.width": 50}]},
+    "task": {"base": "fig5", "task": "condlab.phase._task", "seeds": 3},
+    "section-replaced": {"grid": {"train": [{"epochs": 3, "lr": [1e-3]}, {"epochs": 4}]}},
+    "slot-lookalike": {"set": {"data.data_dir": "@@condlab-batched-0@@"}, "seeds": 2},
+    "negative-zero": {"grid": {"train.weight_decay": [0.0, -0.0]}, "seeds": 2},
+}
+PLAN_BAD = {
+    "lr-zero-late": {"grid": {"train.lr": [1e-3, 2e-3, 0]}, "seeds": 2},
+    "momentum-without-sgd": {"grid": {"train.lr": [1e-3, 2e-3], "train.momentum": [0.0, 0.5]}},
+    "nesterov-zero-momentum": {"set": {"train.optimizer": "sgd", "train.nesterov": True},
+                               "grid": {"train.momentum": [0.9, 0.0]}},
+    "repeated-lr": {"list": [{"train.lr": 1e-3}, {"train.lr": [2e-3, 0.002]}]},
+    "dropout-one": {"grid": {"model.dropout": [0.5, 1.0]}},
+    "bool-seed": {"grid": {"train.seeds": [1, True]}},
+    "width-zero": {"grid": {"model.width": [3, 0]}, "seeds": 2},
+}
+PLAN = {"grouped plan resolution": sorted(PLAN_SPECS) + [f"bad:{k}" for k in sorted(PLAN_BAD)]}
+
+
+class _OwnConfig(Config):
+    """A config class of a user's own: the resolver was written for Config, not for it."""
+
+
+PLAN_ASIDE = {"grouped plan resolution": [_OwnConfig]}
 
 
 def _registered() -> dict[str, object]:
@@ -111,8 +160,8 @@ def _registered() -> dict[str, object]:
 
 def test_every_registered_fast_path_has_parity_cases():
     names = set(_registered())
-    assert names == set(TRAINING) | set(PHASE) | set(OPTIMIZER)
-    assert names == set(TRAINING_ASIDE) | set(PHASE_ASIDE) | set(OPTIMIZER_ASIDE)
+    assert names == set(TRAINING) | set(PHASE) | set(OPTIMIZER) | set(PLAN)
+    assert names == set(TRAINING_ASIDE) | set(PHASE_ASIDE) | set(OPTIMIZER_ASIDE) | set(PLAN_ASIDE)
 
 
 @contextmanager
@@ -287,3 +336,27 @@ def test_optimizer_step_stands_aside_where_it_does_not_apply(name, case, acceler
     optimizer, dtype = case
     opt = get_optimizer(optimizer)(torch.zeros(10, dtype=dtype), Hyper(lr=torch.tensor(1e-3)))
     assert _registered()[name].make(opt) is None
+
+
+@pytest.mark.parametrize("name,case", _cases(PLAN))
+def test_plan_resolution_equals_the_reference(name, case, monkeypatch):
+    spec = PLAN_BAD[case[4:]] if case.startswith("bad:") else PLAN_SPECS[case]
+    out = {}
+    for key, fast in (("fast", True), ("reference", False)):
+        with _mode(monkeypatch, fast):
+            assert type(find("plan resolution", Config, "")).__name__ == ("Groups" if fast else "NoneType")
+            try:
+                plan = make_plan(spec)
+                out[key] = (plan.to_dict(), plan.duplicates, [(r.hash, run_hash(r.config, plan.task))
+                                                              for r in plan.runs])
+            except ConfigError as err:
+                out[key] = str(err)
+    assert out["fast"] == out["reference"]
+    assert isinstance(out["fast"], str) == case.startswith("bad:")
+    if not case.startswith("bad:"):
+        assert all(h == again for h, again in out["fast"][2])   # hashes are the runs' own
+
+
+@pytest.mark.parametrize("name,case", _cases(PLAN_ASIDE))
+def test_plan_resolution_stands_aside_where_it_does_not_apply(name, case, accelerated):
+    assert find("plan resolution", case, "") is None

@@ -418,6 +418,15 @@ def test_cli_layers_3_runs_a_spec_and_rejects_what_it_cannot_do(tmp_path, capsys
     assert "--depth 4" in capsys.readouterr().err
     assert main(["phase-diagram", "--gamma2", "0.5", "--smoke"]) == 2
     assert "--gamma2 0.5" in capsys.readouterr().err
+    # --json: claims.json as it was written (the second call resumes: nothing retrained)
+    spec.write_text("layers: 3\ngammas: [0.5]\ngamma_primes: [0.0]\nwidths: [16, 32]\nseeds: [0]\n"
+                    "schemes: []\nmax_steps: 200\n")
+    assert main([*args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads((tmp_path / "o" / "claims.json").read_text())
+    assert main([*args, "--json", "--dry-run"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"diagram": json.loads(
+        (tmp_path / "o" / "claims.json").read_text())["spec"]["name"], "runs": 2, "batches": 2, "done": 2,
+        "to_train": 0, "dry_run": True}
 
 
 @pytest.mark.experiment

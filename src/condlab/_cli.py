@@ -361,6 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--executor", default="local", choices=["local", "ray"])
     p.add_argument("--address", help="Ray cluster address (default: a local Ray)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true",
+                   help="print claims.json (verdicts, regimes, provenance) instead of the account; with "
+                   "--dry-run, the counts as JSON")
     p.set_defaults(func=cmd_phase_diagram)
     return parser
 

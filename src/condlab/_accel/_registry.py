@@ -2,7 +2,8 @@
 
 Every computation has one readable reference implementation (plain torch) that owns a small
 protocol -- "training step": ``BatchedNet.loss_and_grad`` of an architecture; "optimizer step":
-an optimizer's ``step``; "phase step": the phase-diagram trainer's loop for a network class. A
+an optimizer's ``step``; "phase step": the phase-diagram trainer's loop for a network class;
+"plan resolution": ``make_plan``'s resolution of a sweep's points into runs, for a config class. A
 fast path is a module of this package that computes the same thing faster for the CONCRETE
 classes it was written for, and registers for them here (``register``). The
 reference asks once, with the exact class of its object, ``find("training step", type(arch),
@@ -34,6 +35,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "training step": ("._cpu_step", "._wide_step"),
     "optimizer step": ("._fused",),
     "phase step": ("._relu_fused",),
+    "plan resolution": ("._resolve",),
 }
 
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -97,10 +99,13 @@ def phase_diagram_cli(args) -> int:
         print(f"condlab: warning: {line}", file=sys.stderr)
     for error in res.sweep.errors:
         print(f"condlab: error: {error}", file=sys.stderr)
-    print(res.sweep.summary().replace(f"table: {res.sweep.tables[-1]}", f"runs: {out / 'results.csv'}"))
-    for line in spec.depth.account(res):
-        print(line)
-    print(f"written: {out / 'phase_diagram.png'}, regimes.csv, claims.json ({res.seconds:.1f} s)")
+    if args.json:
+        print((out / "claims.json").read_text())
+    else:
+        print(res.sweep.summary().replace(f"table: {res.sweep.tables[-1]}", f"runs: {out / 'results.csv'}"))
+        for line in spec.depth.account(res):
+            print(line)
+        print(f"written: {out / 'phase_diagram.png'}, regimes.csv, claims.json ({res.seconds:.1f} s)")
     if res.sweep.interrupted:
         print(f"condlab: interrupted; finished runs are kept in {out}; run again to resume", file=sys.stderr)
         return 130
@@ -118,6 +123,10 @@ def _dry_run(spec: DiagramSpec, out: Path, args) -> int:
     check_result_folder(out, "phase diagram", same, args.overwrite)
     plan, batches = plan_diagram(spec, args.yes)
     done = sum(finished_row(out / "runs" / r.hash) is not None for r in plan.runs)
+    if args.json:
+        print(json.dumps({"diagram": spec.name, "runs": len(plan.runs), "batches": len(batches),
+                          "done": done, "to_train": len(plan.runs) - done, "dry_run": True}, indent=2))
+        return 0
     print(f"diagram {spec.name}: {len(plan.runs)} runs in {len(batches)} batches; {done} already done, "
           f"{len(plan.runs) - done} to train (dry run: nothing written)")
     return 0

@@ -1,6 +1,6 @@
 """How a sweep names a run and a batch: hashes of canonical JSON of resolved configs.
 
-(Shared by the planner, ``_sweep_plan``, and the grouped resolver, ``_sweep_resolve``.)
+(Shared by the planner, ``sweeps/_plan.py``, and its fast path, ``_accel/_resolve.py``.)
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ HASH_VERSION = 1
 HASH_CHARS = 16
 
 
-def _clone(tree: Any) -> Any:
+def clone_tree(tree: Any) -> Any:
     """Copy of a config tree (dicts, lists, scalars): copy.deepcopy's result, several times faster."""
     if isinstance(tree, dict):
-        return {k: _clone(v) for k, v in tree.items()}
+        return {k: clone_tree(v) for k, v in tree.items()}
     if isinstance(tree, list):
-        return [_clone(v) for v in tree]
+        return [clone_tree(v) for v in tree]
     return tree  # scalars, and tuples of scalars, are immutable
 
 
@@ -39,21 +39,21 @@ def canonical_json(obj: Any) -> str:
 def run_hash(config: dict[str, Any], task: str = "") -> str:
     """Identity of a single-run config (what goes into it: ``_sweep_plan``'s docstring); a run
     trained by a task (which may record and measure differently) has the task in its identity."""
-    ident = _clone(config)
+    ident = clone_tree(config)
     for key in UNHASHED_KEYS:
-        _drop(ident, key)
+        drop_key(ident, key)
     text = canonical_json({"condlab_run": HASH_VERSION, "config": ident, **({"task": task} if task else {})})
     return hashlib.sha256(text.encode()).hexdigest()[:HASH_CHARS]
 
 
-def _batch_key(single: dict[str, Any]) -> str:
-    shared = _clone(single)
+def batch_key(single: dict[str, Any]) -> str:
+    shared = clone_tree(single)
     for key in BATCHED_KEYS + ("name",):
-        _drop(shared, key)
+        drop_key(shared, key)
     return hashlib.sha256(canonical_json(shared).encode()).hexdigest()[:HASH_CHARS]
 
 
-def _drop(tree: dict[str, Any], key: str) -> None:
+def drop_key(tree: dict[str, Any], key: str) -> None:
     *parents, last = key.split(".")
     for part in parents:
         tree = tree[part]

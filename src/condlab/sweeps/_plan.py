@@ -38,8 +38,8 @@ from ._hash import (  # noqa: F401  (re-exported: the sweep engine and phase dia
     BATCHED_KEYS,
     HASH_CHARS,
     HASH_VERSION,
-    _batch_key,
-    _clone,
+    batch_key,
+    clone_tree,
     canonical_json,
     run_hash,
 )
@@ -107,15 +107,15 @@ def check_run_count(runs: int, factors: list[int], what: str, yes: bool, least: 
                           "anyway")
 
 
-def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, grouped: bool = True,
-              yes: bool = False) -> Plan:
+def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, yes: bool = False) -> Plan:
     """Resolve a spec mapping into runs (checked against the config tree) and batches.
 
-    `grouped` resolves points that differ only in batchable keys from one config (the same
-    runs and hashes, see ``_sweep_resolve``); False resolves every point on its own. The runs
-    are counted first (axes x the base's per-run lists): beyond MAX_RUNS only with `yes`.
+    Each point is resolved on its own (``Config.from_dict``, its single runs, their hashes);
+    the registered fast path (``_accel/_resolve.py``, off with ``CONDLAB_REFERENCE=1``) resolves
+    points that differ only in batchable keys from one config, to the same runs and hashes. The
+    runs are counted first (axes x the base's per-run lists): beyond MAX_RUNS only with `yes`.
     """
-    from ._resolve import Groups
+    from .._accel import find
 
     unknown = sorted(set(raw) - set(SPEC_KEYS))
     if unknown:
@@ -132,15 +132,15 @@ def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, grouped: bool 
     task = _task(raw.get("task"))
     runs: dict[str, PlannedRun] = {}
     duplicates = 0
-    groups = Groups(task)
+    groups = find("plan resolution", Config, task)  # None: the reference, point by point
     alone: list[dict[str, Any]] = []  # configs of the runs resolved outside any group
     for point in itertools.product(*axes):
-        raw_cfg = _clone(base)
+        raw_cfg = clone_tree(base)
         for key, value in (kv for part in point for kv in part.items()):
             assign_key(raw_cfg, key, value)
-        found = groups.singles(raw_cfg) if grouped else None
+        found = groups.singles(raw_cfg) if groups is not None else None
         if found is None:
-            found = [(single, run_hash(single, task), _batch_key(single))
+            found = [(single, run_hash(single, task), batch_key(single))
                      for single in _single_runs(Config.from_dict(raw_cfg).to_dict())]
             alone += [single for single, _, _ in found]
         for single, h, batch in found:
@@ -148,7 +148,7 @@ def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, grouped: bool 
                 duplicates += 1
                 continue
             runs[h] = PlannedRun(h, batch, {}, single)
-    columns = _columns(axis_keys, list(runs.values()), groups.shared_configs() + alone)
+    columns = _columns(axis_keys, list(runs.values()), (groups.shared_configs() if groups else []) + alone)
     planned = [PlannedRun(r.hash, r.batch, {c: _setting(r.config, c) for c in columns}, r.config)
                for r in runs.values()]
     batches: dict[str, list[str]] = {}
@@ -194,7 +194,7 @@ def _axes(raw: dict[str, Any], base: dict[str, Any]) -> tuple[list[list[dict[str
     owner: dict[str, str] = {}
 
     def claim(key: str, where: str) -> None:
-        assign_key(_clone(base), key, None)  # unknown keys: the same error as --set
+        assign_key(clone_tree(base), key, None)  # unknown keys: the same error as --set
         if key in owner and owner[key] != where:
             raise ConfigError(f"sweep key '{key}' is set by both {owner[key]} and {where}")
         owner[key] = where
@@ -270,7 +270,7 @@ def _single_runs(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     lists = [_get(cfg, key) for key in BATCHED_KEYS]
     singles = []
     for combo in itertools.product(*lists):
-        single = _clone(cfg)
+        single = clone_tree(cfg)
         for key, value in zip(BATCHED_KEYS, combo, strict=True):
             assign_key(single, key, [value])
         singles.append(single)

@@ -1,14 +1,17 @@
-"""Resolve a sweep's points into single runs without one whole-config round trip per point.
+"""Fast path of the sweep planner: points resolved in groups, not one config round trip each.
 
-Points that agree on every non-batchable value form a *group*: one ``Config.from_dict`` gives
+The reference (``sweeps/_plan.py``, ``make_plan``) resolves every point of a spec on its own:
+``Config.from_dict`` of the point, its single runs, a hash of each run's canonical JSON. Here,
+points that agree on every non-batchable value form a *group*: one ``Config.from_dict`` gives
 the group's resolved config, its batch key and a template of the canonical JSON that each run's
 hash is taken of, with a slot for each batchable value. A run's config and hash then cost a
 copy of the resolved tree and one SHA-256 of the template with its values spliced in: the same
-bytes, so the same hashes, as resolving the run on its own (``make_plan(..., grouped=False)``,
-which the tests compare with). A point whose batchable values were not yet seen in its group
-is still checked (``validate`` of the group's config with its values: the error it always had); a
-point this module cannot split (a section replaced, an unusual value) is returned as None and
-resolved the ungrouped way.
+bytes, so the same hashes, as the reference (``tests/test_accel_parity.py`` compares the two
+plans). A point whose batchable values were not yet seen in its group is still checked
+(``validate`` of the group's config with its values: the error it always had); a point this
+module cannot split (a section replaced, an unusual value) is returned as None and the
+reference resolves it. Registered for ``Config`` itself (protocol "plan resolution");
+``benchmarks/bench_plan.py`` measures the gain.
 """
 
 from __future__ import annotations
@@ -19,18 +22,19 @@ import itertools
 import re
 from typing import Any
 
-from ..training import Config, ConfigError, coerce, type_hints, validate
-from ._hash import (
+from ..sweeps import (
     BATCHED_KEYS,
     HASH_CHARS,
     HASH_VERSION,
     UNHASHED_KEYS,
-    _batch_key,
-    _clone,
-    _drop,
+    batch_key,
     canonical_json,
+    clone_tree,
+    drop_key,
     run_hash,
 )
+from ..training import Config, ConfigError, coerce, type_hints, validate
+from ._registry import FastPath, register
 
 _MARK = "@@condlab-batched-{}@@"
 _SLOT = re.compile(r'"@@condlab-batched-(\d+)@@"')
@@ -92,11 +96,11 @@ class _Group:
     def __init__(self, config: Config, owner: Groups):
         resolved = config.to_dict()
         self.config, self.resolved, self.keys, self.owner = config, resolved, owner.keys, owner
-        self.batch = _batch_key(resolved)
+        self.batch = batch_key(resolved)
         self.valid: dict[str, set[Any]] = {key: set() for key in owner.keys}
-        ident = _clone(resolved)
+        ident = clone_tree(resolved)
         for key in owner.unhashed:
-            _drop(ident, key)
+            drop_key(ident, key)
         for i, key in enumerate(owner.keys):
             _set(ident, key, [_MARK.format(i)])
         text = canonical_json({"condlab_run": owner.version, "config": ident,
@@ -108,7 +112,7 @@ class _Group:
             and text.count("@@condlab-batched-") == len(slots) else None
 
     def single(self, combo: tuple[Any, ...]) -> tuple[dict[str, Any], str, str]:
-        config = _clone(self.resolved)
+        config = clone_tree(self.resolved)
         for key, value in zip(self.keys, combo, strict=True):
             _set(config, key, [value])
         if self.template is None:
@@ -130,3 +134,6 @@ def _get(tree: dict[str, Any], key: str) -> Any:
 def _set(tree: dict[str, Any], key: str, value: Any) -> None:
     section, name = key.split(".")
     tree[section][name] = value
+
+
+register(FastPath("grouped plan resolution", "plan resolution", (Config,), Groups, "benchmarks/bench_plan.py"))
