@@ -136,4 +136,5 @@ def _set(tree: dict[str, Any], key: str, value: Any) -> None:
     tree[section][name] = value
 
 
-register(FastPath("grouped plan resolution", "plan resolution", (Config,), Groups, "benchmarks/bench_plan.py"))
+register(FastPath("grouped plan resolution", "plan resolution", (Config,), Groups,
+                  "benchmarks/bench_plan.py"))

@@ -39,8 +39,8 @@ from ._hash import (  # noqa: F401  (re-exported: the sweep engine and phase dia
     HASH_CHARS,
     HASH_VERSION,
     batch_key,
-    clone_tree,
     canonical_json,
+    clone_tree,
     run_hash,
 )
 
