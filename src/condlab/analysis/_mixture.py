@@ -44,6 +44,7 @@ MAX_ITER, TOL = 300, 1e-6  # EM stops when the log-likelihood per row moves less
 NEWTON_STEPS = 3  # Newton steps for s in each M-step (_spread)
 LOG_S_MIN = math.log(S_MIN)
 COMPACT = 0.75  # EM drops its converged layers from the work once fewer than this share still move
+CHUNK = 48  # layers per EM step call (_step): a chunk's (K, n) arrays stay in the CPU's cache
 SEPARATION = 4.5  # Ashman's D above which two components are two lines
 MIN_LINE_DEG = 5.0  # axes closer than this are one line whatever D says (tight lines: sub-degree spreads)
 CORE = 4.0  # a component's rows farther than CORE x its median angle do not count in D
@@ -205,6 +206,8 @@ def em(U, UT, w, mu, log_s, log_pi, k, layers, n_min):
     g = np.asarray(layers)
     if g.size == 0:
         return
+    # layers with most components first: a chunk of neighbours (_step) shares one component count
+    g = g[np.argsort(-np.isfinite(log_pi[g, 1:]).sum(axis=1), kind="stable")]
     live = np.isfinite(log_pi[g, 1:])
     K = max(1, int(live.sum(axis=1).max()))
     perm = np.argsort(~live, axis=1, kind="stable")[:, :K]  # live components first
@@ -216,20 +219,18 @@ def em(U, UT, w, mu, log_s, log_pi, k, layers, n_min):
     prev = np.full(len(g), -np.inf)
     pos = np.arange(len(g))  # rows of the working arrays still iterating (into g)
     for step in range(MAX_ITER):
-        e = e_step(UTg, pm, ps, pp, k)
-        ll = (e.log_p * wg).sum(axis=1)
+        ll, close, new = _step(Ug, UTg, wg, pm, ps, pp, k)
         with np.errstate(invalid="ignore"):  # -inf - -inf: a degenerate layer stops (nan > x is False)
             moving = np.abs(ll - prev) > TOL * n_act[pos]
         # two axes within MIN_LINE_DEG: one line (step 3), and EM would only shift weight from one
         # to the other for hundreds of steps; `fit` drops the lighter one and restarts
-        moving &= ~redundant(pm, pp).any(axis=1)
+        moving &= ~close
         # a component collapsed onto fewer than n_min rows (s at its floor) is dropped by `fit`
         # whatever EM does next: stop here rather than let the others converge around it (not on
         # the seeds' state: their s and weights are guesses until one M-step has run)
         collapsed = np.isfinite(pp[:, 1:]) & (ps <= LOG_S_MIN + 1e-9)  # a padding column is no component
         collapsed &= np.exp(pp[:, 1:]) * n_act[pos, None] < n_min[g[pos], None]
         moving &= ~(collapsed.any(axis=1) & (step > 0))
-        new = _m_step(Ug, wg, e, pm, ps, k)
         pm, ps, pp = (np.where(moving.reshape((-1,) + (1,) * (a.ndim - 1)), b, a)
                       for a, b in zip((pm, ps, pp), new, strict=True))
         prev = ll
@@ -243,6 +244,30 @@ def em(U, UT, w, mu, log_s, log_pi, k, layers, n_min):
             if pos.size == 0:
                 return
     _put(mu, log_s, log_pi, g[pos], perm[pos], pm, ps, pp)
+
+
+def _step(U, UT, w, mu, log_s, log_pi, k):
+    """One EM step of the layers U (B, n, k), parameters (B, K[, k]): (log-likelihood (B,), whether
+    two axes are within MIN_LINE_DEG (B,), the new (mu, log_s, log_pi)).
+
+    Done CHUNK layers at a time, each chunk on the columns up to its last live component: the
+    arrays of one chunk stay in cache (one pass over all B x K x n at once runs from memory),
+    and padding columns (no component: weight 0) cost nothing. Layers do not interact, and a
+    dead column adds exact zeros, so this is the same arithmetic as one step on all of them.
+    """
+    ll = np.empty(len(U))
+    close = np.empty(len(U), dtype=bool)
+    new = [mu.copy(), log_s.copy(), log_pi.copy()]
+    for a in range(0, len(U), CHUNK):
+        c = slice(a, a + CHUNK)
+        on = np.isfinite(log_pi[c, 1:]).any(axis=0)
+        K = int(np.flatnonzero(on)[-1]) + 1 if on.any() else 1
+        m, s_, p = mu[c, :K], log_s[c, :K], log_pi[c, : K + 1]
+        e = e_step(UT[c], m, s_, p, k)
+        ll[c] = (e.log_p * w[c]).sum(axis=1)
+        close[c] = redundant(m, p).any(axis=1)
+        new[0][c, :K], new[1][c, :K], new[2][c, : K + 1] = _m_step(U[c], w[c], e, m, s_, k)
+    return ll, close, new
 
 
 def _put(mu, log_s, log_pi, layers, perm, pm, ps, pp) -> None:
