@@ -9,8 +9,11 @@ disk with one syncfs) is timed apart. Also printed: within each tracked loop, th
 inside ``tracker.step`` over the seconds of the rest of that loop (less exposed to the drift
 between loops on a shared machine than the ratio of two loops). The loop
 without a tracker is the baseline a careful user would write (same model, data, optimizer).
-Also timed: the tracker with numpy's BLAS left at its default thread count ("blas-default"),
-what condlab did before issue 20.
+Variants: the default tracker (its count in a worker process), with snapshots, counting in
+the training process ("in-process", ``background=False``), and that with numpy's BLAS left at
+its default thread count ("blas-default", what condlab did before issue 20). ``close`` waits
+for the counts still in the worker (at most MAX_PENDING + 1 measurements): its median is
+printed apart, and the ratio with it spread over the loop.
 
     python benchmarks/bench_tracker.py [--pairs 5] [--steps 500] [--device cpu]
 
@@ -83,13 +86,13 @@ def _mlp_loop(steps: int, device: str, batch: int, tracker_kwargs: dict | None, 
             if tracker is not None:  # once per run, not per step: timed apart (CLOSE)
                 t0 = time.perf_counter()
                 tracker.close()
-                CLOSE.append(time.perf_counter() - t0)
+                CLOSE_BY.setdefault(key, []).append(time.perf_counter() - t0)
             return took
     finally:
         _tracker.one_blas_thread = saved
 
 
-CLOSE: list[float] = []  # seconds of each Tracker.close (the record put on disk)
+CLOSE_BY: dict[str, list[float]] = {}  # variant -> seconds of each Tracker.close
 INSIDE: dict[str, list[float]] = {}  # variant -> per loop: seconds inside tracker.step / the rest
 
 
@@ -101,7 +104,8 @@ def _sync(device: str) -> None:
 def bench_mlp(args: argparse.Namespace) -> None:
     variants = {"tracker": (dict(every=args.every), False),
                 "tracker+snapshots": (dict(every=args.every, snapshots=True), False),
-                "blas-default": (dict(every=args.every), True)}
+                "in-process": (dict(every=args.every, background=False), False),
+                "blas-default": (dict(every=args.every, background=False), True)}
     for threads in (1, 2):
         torch.set_num_threads(threads)
         INSIDE.clear()
@@ -120,10 +124,11 @@ def bench_mlp(args: argparse.Namespace) -> None:
         for k in variants:
             m = statistics.median(times[k])
             inside = 100 * statistics.median(INSIDE[k])
+            close = statistics.median(CLOSE_BY[k])
             print(f"  {k:<18} {m:.3f} s  ratio {m / plain:.3f}  ({100 * (m / plain - 1):+.1f} %);  "
-                  f"inside tracker.step: {inside:.1f} % of the rest of its loop")
-        print(f"  close (once per run, the record put on disk): median {statistics.median(CLOSE):.3f} s")
-        CLOSE.clear()
+                  f"inside tracker.step: {inside:.1f} % of the rest of its loop; close {close:.3f} s "
+                  f"(with it: {100 * ((m + close) / plain - 1):+.1f} %)")
+        CLOSE_BY.clear()
 
 
 def main() -> None:

@@ -24,7 +24,6 @@ drawn without replacement by ``numpy.random.default_rng(HEATMAP_SEED)``, shown i
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,8 +33,9 @@ from typing import Any
 import numpy as np
 from torch import Tensor, nn
 
-from ..analysis import Orientations, cosine_order, count_orientations, count_orientations_many
+from ..analysis import Orientations, cosine_order
 from ..records import atomic_write_json, atomic_write_text, provenance
+from ._counts import count_weights
 from ._layers import LayerMatrix, LayerSet, extract_layers
 
 HEATMAP_ROWS = 512
@@ -44,24 +44,6 @@ TOP_SHARES = 3
 COLUMNS = ["layer", "kind", "rows", "cols", "lines", "directions"] + \
     [f"share_{i + 1}" for i in range(TOP_SHARES)] + \
     ["condensed_share", "effective_neurons", "effective_fraction", "stable", "set_aside", "scattered", "note"]
-
-
-SMALL_ROWS = 4096  # below this many rows the count's products are small: one BLAS thread is faster
-_BLAS: Any = None
-
-
-def one_blas_thread():
-    """A context in which numpy's BLAS uses one thread (threadpoolctl, made once).
-
-    The count does many small matrix products; with several BLAS threads each one costs a
-    thread hand-off, and the threads keep spinning afterwards, taking cores from whatever runs
-    next (a training step, another count): 15-30x slower counts were measured on small layers."""
-    global _BLAS
-    if _BLAS is None:
-        from threadpoolctl import ThreadpoolController
-
-        _BLAS = ThreadpoolController()
-    return _BLAS.limit(limits=1, user_api="blas")
 
 
 def _pandas():
@@ -121,21 +103,8 @@ class InspectReport:
 
 
 def count_layers(layers: list[LayerMatrix], kwargs: dict[str, Any]) -> list[Orientations]:
-    """``count_orientations(lay.weight, **kwargs)`` for each layer; without the band
-    (``band=False``), layers of one shape (a model's heads, its repeated blocks) in one batched fit."""
-    def threads(rows: list[int]):
-        return one_blas_thread() if max(rows, default=0) < SMALL_ROWS else contextlib.nullcontext()
-
-    knobs = {"band", "penalty", "negligible_mads", "min_share"}
-    if kwargs.get("band", True) is False and set(kwargs) <= knobs:
-        with threads([lay.shape[0] for lay in layers]):
-            return count_orientations_many([lay.weight for lay in layers],
-                                           **{k: v for k, v in kwargs.items() if k != "band"})
-    out = []
-    for lay in layers:
-        with threads([lay.shape[0]]):
-            out.append(count_orientations(lay.weight, **kwargs))
-    return out
+    """``count_orientations(lay.weight, **kwargs)`` for each layer (``_counts.count_weights``)."""
+    return count_weights([lay.weight for lay in layers], kwargs)
 
 
 def measure_layers(found: LayerSet, count_kwargs: dict[str, Any] | None = None) -> InspectReport:

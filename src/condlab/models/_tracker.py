@@ -29,15 +29,26 @@ callback logs through it).
 
 Cost. By default the tracker counts once (``band=False``): the sensitivity band fits the
 layer five times, and ``stable`` is then reported as missing. Pass ``count_kwargs={"band": True}``
-for the band. The count runs with one BLAS thread: numpy's BLAS threads otherwise keep spinning
-after the count's many small products and take the cores from the training (on a small MLP that
-made a measurement 15-30x slower and the whole loop 2x slower). benchmarks/bench_tracker.py
-measures the overhead.
+for the band. With ``background=True`` (the default) the count runs in a worker process
+(``_count_worker``): a measurement copies the weights and sends them, and the loop goes on while
+they are counted; their rows reach ``history``, the record, TensorBoard and ``on_measure`` when
+the count comes back (at a later ``step``, or at ``history``/``close``, which wait for it). At
+most MAX_PENDING measurements wait: a loop that measures faster than the worker counts waits
+for it. ``last_rows`` is the latest measurement counted so far. ``background=False`` counts in
+the loop's own process (also what happens, with one warning, if the worker cannot start or
+dies). The count runs with one BLAS thread: numpy's BLAS threads otherwise keep spinning after
+the count's many small products and take the cores from the training (on a small MLP that made
+a measurement 15-30x slower and the whole loop 2x slower). benchmarks/bench_tracker.py measures
+the overhead.
 """
 
 from __future__ import annotations
 
+import warnings
+import weakref
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +56,26 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._inspect import TOP_SHARES, _pandas, count_layers, layer_row, one_blas_thread
+from ._counts import count_weights, one_blas_thread
+from ._inspect import TOP_SHARES, _pandas, layer_row
 from ._layers import extract_layers
 from ._tracker_record import TrackerRecord, claim
 
 TRACKER_BAND = False
+MAX_PENDING = 2  # measurements sent to the worker and not yet back, at most (then `step` waits)
+
+
+@dataclass
+class _Job:
+    """One measurement until its count is back: the layers found (name, kind, shape, note,
+    finite), the matrices to count, the snapshots and the losses since the last measurement."""
+
+    t: int
+    epoch: Any
+    layers: list[tuple[str, str, tuple[int, int], str, bool]]
+    weights: list[Any]
+    snaps: dict[str, np.ndarray] = field(default_factory=dict)
+    losses: list[float] = field(default_factory=list)
 
 
 class Tracker:
@@ -59,7 +85,7 @@ class Tracker:
                  out: str | Path | None = None, snapshots: bool = False, heads: int | None = None,
                  count_kwargs: dict[str, Any] | None = None, tensorboard: Any = None,
                  on_measure: Callable[[int, list[dict[str, Any]]], None] | None = None,
-                 start_step: int = 0) -> None:
+                 start_step: int = 0, background: bool = True) -> None:
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise ValueError(f"every={every!r} is not accepted: give a positive number of steps")
         if not isinstance(model, nn.Module):
@@ -70,7 +96,7 @@ class Tracker:
         self.start = self.t = int(start_step)
         self.losses: list[float] = []
         self._pending: list[Any] = []  # losses (floats or tensors) since the last measurement
-        self.rows: list[dict[str, Any]] = []
+        self._rows: list[dict[str, Any]] = []
         self.last_rows: list[dict[str, Any]] = []
         self.step_epochs: dict[int, Any] = {}
         self.skipped: list[dict[str, str]] = []
@@ -86,6 +112,13 @@ class Tracker:
         self.out = None if out is None else claim(out)
         self.record = None if self.out is None else TrackerRecord(
             self.out, type(model).__qualname__, self._meta())
+        self._jobs: deque[_Job] = deque()
+        self._worker = None
+        if background:
+            from ._count_worker import CountWorker
+
+            self._worker = CountWorker()
+            weakref.finalize(self, self._worker.close)
         self._measure(None)
 
     def _meta(self) -> dict[str, Any]:
@@ -99,54 +132,98 @@ class Tracker:
                                    "(computed on the weights of step first_step + i)",
                 "provenance": provenance()}
 
-    def _count(self, epoch: Any) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+    def _job(self, epoch: Any) -> _Job:
+        """The layers of the model now: what a measurement counts, snapshots and sends."""
         found = extract_layers(self.model, layers=self.layers, heads=self.heads)
         self.skipped = [{"layer": s.name, "reason": s.reason} for s in found.skipped]
+        job = _Job(self.t, epoch, [], [])
+        send = self._worker is not None
+        for lay in found.layers:
+            ok = bool(torch.isfinite(lay.weight).all())
+            job.layers.append((lay.name, lay.kind, lay.shape, lay.note, ok))
+            if ok:  # non-finite weights are recorded, not counted: the user's loop goes on
+                W = lay.weight.detach()
+                job.weights.append(W.to("cpu", torch.float64).numpy() if send else W)
+            if lay.head is None and (self.snapshots or self.writer is not None):
+                job.snaps[lay.name] = lay.weight.detach().float().cpu().numpy()
+        return job
+
+    def _measure(self, epoch: Any) -> None:
+        job = self._job(epoch)
+        self.step_epochs[self.t] = epoch
+        job.losses = self._take_losses()
+        self._measured = self.t
+        if self.record is not None:  # weights and losses on disk now: a kill loses at most the rows
+            meta = self.record.meta
+            meta.update(steps=job.t, last_epoch=max(job.t - self.start - 1, 0), skipped=self.skipped,
+                        layers=sorted(set(meta.get("layers", [])) | {lay[0] for lay in job.layers}),
+                        step_epochs={str(k): v for k, v in self.step_epochs.items()})
+            self.record.add(job.t, [], job.snaps if self.snapshots else {}, job.losses)
+        self._jobs.append(job)
+        if self._worker is not None and not self._worker.submit(job.t, job.weights, self.count_kwargs):
+            self._fall_back()
+        self._collect()  # without a worker: counts every waiting measurement here, in order
+
+    def _collect(self, wait: bool = False) -> None:
+        """Finish the measurements whose counts came back; wait for all of them with `wait`,
+        or for the oldest ones while more than MAX_PENDING are out."""
+        while self._jobs:
+            if self._worker is None:
+                job = self._jobs.popleft()
+                with one_blas_thread():
+                    self._finish(job, count_weights(job.weights, self.count_kwargs))
+                continue
+            block = wait or len(self._jobs) > MAX_PENDING
+            item = self._worker.wait() if block else self._worker.poll()
+            if item is None:
+                if self._worker.failed is None:
+                    return  # nothing back yet
+                self._fall_back()
+                continue
+            job = self._jobs.popleft()
+            outcomes = item[1]
+            if outcomes is None:  # the worker could not count it: counted here (the error again)
+                with one_blas_thread():
+                    outcomes = count_weights(job.weights, self.count_kwargs)
+            self._finish(job, outcomes)
+
+    def _fall_back(self) -> None:
+        """Count in this process from now on (the worker failed or was never started)."""
+        if self._worker is not None:
+            warnings.warn(f"condlab.Tracker: {self._worker.failed}; counting in the training process "
+                          "from now on", RuntimeWarning, stacklevel=3)
+            self._worker.close()
+            self._worker = None
+
+    def _finish(self, job: _Job, outcomes: list) -> None:
+        """A counted measurement: its rows to history, the record, TensorBoard and on_measure."""
         band = bool(self.count_kwargs.get("band"))
-        rows, snaps = [], {}
-        with one_blas_thread():
-            finite = [bool(torch.isfinite(lay.weight).all()) for lay in found.layers]
-            counted = iter(count_layers([lay for lay, ok in zip(found.layers, finite, strict=True) if ok],
-                                        self.count_kwargs))
-            for lay, ok in zip(found.layers, finite, strict=True):
-                if not ok:  # diverged: recorded, the user's loop goes on
-                    o = None
-                    row = {"step": self.t, "epoch": epoch, **_nonfinite_row(lay.name, lay.kind, lay.shape)}
-                    self.nonfinite.append((self.t, lay.name))
-                else:
-                    o = next(counted)
-                    row = {"step": self.t, "epoch": epoch,
-                           **layer_row(lay.name, lay.kind, o, lay.shape, lay.note)}
-                if not band:
-                    row["stable"] = None  # one count: stability was not measured
-                rows.append(row)
-                if lay.head is None and (self.snapshots or self.writer is not None):
-                    snaps[lay.name] = (lay.weight.detach().float().cpu().numpy(), o)
+        rows, counted, orient = [], iter(outcomes), {}
+        for name, kind, shape, note, ok in job.layers:
+            if ok:
+                o = orient[name] = next(counted)
+                row = {"step": job.t, "epoch": job.epoch, **layer_row(name, kind, o, shape, note)}
+            else:
+                self.nonfinite.append((job.t, name))
+                row = {"step": job.t, "epoch": job.epoch, **_nonfinite_row(name, kind, shape)}
+            if not band:
+                row["stable"] = None  # one count: stability was not measured
+            rows.append(row)
+        self._rows += rows
+        self.last_rows = rows
         if self.writer is not None:
             from ._tensorboard import write_heatmap, write_scalars
 
-            write_scalars(self.writer, rows, self.t)
-            for name, (W, o) in snaps.items():
-                if o is not None:  # no heat map of non-finite weights
-                    write_heatmap(self.writer, name, W, o, self.t)
+            write_scalars(self.writer, rows, job.t)
+            for name, W in job.snaps.items():
+                if name in orient:  # no heat map of non-finite weights
+                    write_heatmap(self.writer, name, W, orient[name], job.t)
             self.writer.flush()  # a killed run keeps its events too
-        return rows, {name: W for name, (W, _) in snaps.items()} if self.snapshots else {}
-
-    def _measure(self, epoch: Any) -> None:
-        rows, snaps = self._count(epoch)
-        self.step_epochs[self.t] = epoch
-        losses = self._take_losses()
-        self.rows += rows
-        self.last_rows = rows
-        self._measured = self.t
-        if self.record is not None:
-            self.record.meta.update(steps=self.t, last_epoch=max(self.t - self.start - 1, 0),
-                                    layers=sorted({r["layer"] for r in self.rows}), skipped=self.skipped,
-                                    nonfinite=[list(x) for x in self.nonfinite],
-                                    step_epochs={str(k): v for k, v in self.step_epochs.items()})
-            self.record.add(self.t, rows, snaps, losses)
+        if self.record is not None:  # the rows; the snapshots and losses went in at `_measure`
+            self.record.meta["nonfinite"] = [list(x) for x in self.nonfinite]
+            self.record.add(job.t, rows, {}, [])
         if self.on_measure is not None:
-            self.on_measure(self.t, rows)
+            self.on_measure(job.t, rows)
 
     def _take_losses(self) -> list[float]:
         """The pending losses as floats: one device transfer for all tensors among them."""
@@ -171,13 +248,22 @@ class Tracker:
         self.last_epoch = epoch
         self.t += 1
         if (self.t - self.start) % self.every:
+            if self._jobs:
+                self._collect()
             return False
         self._measure(epoch)
         return True
 
     @property
+    def rows(self) -> list[dict[str, Any]]:
+        """Every measured row so far (waits for counts still in the worker)."""
+        self._collect(wait=True)
+        return self._rows
+
+    @property
     def history(self):
-        """The measured metrics as a pandas DataFrame: step, epoch, then condlab.inspect's columns."""
+        """The measured metrics as a pandas DataFrame: step, epoch, then condlab.inspect's columns
+        (waits for counts still in the worker)."""
         return _pandas().DataFrame(self.rows)
 
     def close(self, status: str = "complete") -> Path | None:
@@ -190,6 +276,10 @@ class Tracker:
             return self.out
         if self._measured != self.t:
             self._measure(self.last_epoch)
+        self._collect(wait=True)
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
         self._take_losses()
         if self.record is not None:
             self.record.finish(status, self.history)
