@@ -14,7 +14,8 @@ import condlab
 from condlab._cli import main
 
 
-def _user_loop(out: Path | None, steps: int = 23, every: int = 5, snapshots: bool = True):
+def _user_loop(out: Path | None, steps: int = 23, every: int = 5, snapshots: bool = True,
+               background: bool = True):
     """What a user writes: their own model, optimizer and loop, plus two tracker lines."""
     g = torch.Generator().manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 1))
@@ -24,7 +25,7 @@ def _user_loop(out: Path | None, steps: int = 23, every: int = 5, snapshots: boo
     x = torch.rand(64, 4, generator=g) * 4 - 2
     y = torch.sin(x).sum(1, keepdim=True)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    tracker = condlab.Tracker(model, every=every, out=out, snapshots=snapshots)
+    tracker = condlab.Tracker(model, every=every, out=out, snapshots=snapshots, background=background)
     for epoch in range(steps):
         loss = ((model(x) - y) ** 2).mean()
         opt.zero_grad()
@@ -202,3 +203,51 @@ def test_tensorboard_events_read_back(tmp_path: Path, capsys) -> None:
     assert main(["inspect", str(tmp_path / "m.pt"), "--tensorboard", str(tmp_path / "tb3")]) == 0
     third = EventAccumulator(str(tmp_path / "tb3")).Reload()
     assert {"lines/0", "lines/2"} <= set(third.Tags()["scalars"]) and "cosine/2" in third.Tags()["images"]
+
+
+def _rows(background: bool, tmp_path: Path, **kwargs):
+    tracker, _ = _user_loop(tmp_path / f"bg-{background}", snapshots=True, background=background, **kwargs)
+    return tracker.history
+
+
+def test_the_count_in_the_worker_equals_the_count_in_the_training_process(tmp_path: Path) -> None:
+    # claim: the worker counts the same float64 copies the tracker would count itself, so every
+    # row (lines, shares, effective neurons, ...) and the record are the same
+    pd = pytest.importorskip("pandas")
+    bg, here = _rows(True, tmp_path), _rows(False, tmp_path)
+    pd.testing.assert_frame_equal(bg, here)
+    for name in ("condensation.csv", "loss.npy"):
+        assert (tmp_path / "bg-True" / name).read_bytes() == (tmp_path / "bg-False" / name).read_bytes()
+
+
+def test_a_dead_worker_is_replaced_by_the_count_in_the_training_process(tmp_path: Path, monkeypatch) -> None:
+    from condlab.models import _count_worker
+
+    real = _count_worker.CountWorker.submit
+    sent = []
+
+    def dies_after_two(self, key, matrices, kwargs):
+        sent.append(key)
+        if len(sent) == 3:
+            self._proc.kill()  # the worker is gone (an OOM kill, say) before this job
+            self._proc.wait()
+        return real(self, key, matrices, kwargs)
+
+    monkeypatch.setattr(_count_worker.CountWorker, "submit", dies_after_two)
+    with pytest.warns(RuntimeWarning, match="count worker .* counting in the training process"):
+        rows = _rows(True, tmp_path)
+    monkeypatch.undo()
+    pd = pytest.importorskip("pandas")
+    pd.testing.assert_frame_equal(rows, _rows(False, tmp_path))  # nothing lost, nothing twice
+
+
+def test_the_count_worker_imports_no_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; import condlab.models._count_worker, condlab.models._counts; "
+            "print('torch' in sys.modules)")
+    src = str(Path(condlab.__file__).parents[1])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**__import__("os").environ, "PYTHONPATH": src})
+    assert out.stdout.strip() == "False"
