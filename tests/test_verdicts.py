@@ -173,3 +173,17 @@ def test_a_variant_whose_training_diverges_says_so_instead_of_an_error(tmp_path)
     gd = {v["variant"]: v for v in claim.variants}["gd"]
     assert gd["verdict"] == "diverged" and "seed 0 at epoch 800" in gd["reason"]
     assert claim.explained_by is None
+
+
+def test_a_diverged_run_of_a_context_is_named_by_its_seed_and_epoch(tmp_path):
+    # claim: Context.train names each diverged run (tag, data draw, init seed, epoch) in
+    # ctx.diverged, so that a variant's "diverged" verdict can say which runs (it read a field
+    # that Run does not have, and the variant came out as an AttributeError "error")
+    from condlab.training import preset
+
+    cfg = preset("fig5").with_overrides(["model.width=8", "train.optimizer=gd", "train.lr=1e6",
+                                         "train.epochs=30", "train.snapshots=every:10"])
+    ctx = Context([0, 1], out=tmp_path, data_seeds=[0], progress=False)
+    runs = ctx.train(cfg, "blowup")  # (its warnings go to ctx.warnings)
+    assert all(r.diverged_epoch is not None for r in runs)
+    assert ctx.diverged == [f"blowup data 0 seed {r.spec.seed} at epoch {r.diverged_epoch}" for r in runs]

@@ -74,7 +74,7 @@ class Context:
                 new = list(train(batch, out=folder, progress=self.progress))
             runs += new
             self.warnings += [f"{tag} data {d}: {w.message}" for w in caught]
-            self.diverged += [f"{tag} data {d} seed {r.seed} at epoch {r.diverged_epoch}"
+            self.diverged += [f"{tag} data {d} seed {r.spec.seed} at epoch {r.diverged_epoch}"
                               for r in new if r.diverged_epoch is not None]
         return runs
 
