@@ -134,6 +134,20 @@ def test_sweep_of_256_runs_stays_light(tmp_path):
     assert table.count("<tr") == 256
 
 
+def test_a_page_with_heat_maps_imports_no_matplotlib(results):
+    # The maps are palette PNGs in condlab's cosine colours (plotting._colors, numpy only): drawing
+    # a page costs no matplotlib import.
+    import json
+    import subprocess
+    import sys
+
+    script = ("import json, sys; from condlab.report import render_page; render_page(sys.argv[1]); "
+              "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib')))")
+    done = subprocess.run([sys.executable, "-c", script, str(results["experiment"])], capture_output=True,
+                          text=True, check=True)
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
 def test_heat_map_png_maps_cosines_to_the_palette():
     # The map's pixels are D(u, v) in [-1, 1] at LEVELS levels; NaN (a zero row) gets the last colour.
     import io

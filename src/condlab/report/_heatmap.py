@@ -3,8 +3,9 @@
 Each map is D(u, v) of a layer's rows at one snapshot, ordered by ``cosine_order`` from the count
 of that snapshot (``count_orientations`` at its default thresholds, without the stability sweep:
 the same count as the sweep table's), with each counted line outlined (arcs dashed). The map is
-a small palette PNG, one pixel per pair of neurons, with the colours of condlab's plots
-(``COSINE_CMAP``), scaled up by the browser without smoothing; the outlines are SVG on top.
+a small palette PNG, one pixel per pair of neurons, in the colours of condlab's plots
+(``condlab.plotting.cosine_colors``, what ``COSINE_CMAP`` samples; no matplotlib), scaled up by
+the browser without smoothing; the outlines are SVG on top.
 
 Wide layers stay light: above MAX_ROWS rows a map shows MAX_ROWS of them, drawn by
 ``numpy.random.default_rng(0).choice(m, MAX_ROWS, replace=False)`` (``condlab inspect``'s rule,
@@ -43,12 +44,11 @@ LEVELS = 101      # colours of the palette for D in [-1, 1]; one more, grey, for
 
 @cache
 def _palette() -> np.ndarray:
-    """(LEVELS + 1, 3) uint8: COSINE_CMAP at LEVELS points of [-1, 1], then its colour for NaN."""
-    from ..plotting import COSINE_CMAP
+    """(LEVELS + 1, 3) uint8: condlab's cosine colours at LEVELS points of [-1, 1], then NaN's grey."""
+    from ..plotting import cosine_colors
 
-    rgba = COSINE_CMAP(np.linspace(0.0, 1.0, LEVELS))
-    bad = np.asarray(COSINE_CMAP.get_bad())[None, :]
-    return (np.concatenate([rgba, bad])[:, :3] * 255).round().astype(np.uint8)
+    D = np.concatenate([np.linspace(-1.0, 1.0, LEVELS), [np.nan]])
+    return (cosine_colors(D) * 255).round().astype(np.uint8)
 
 
 def colorbar() -> str:
