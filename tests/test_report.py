@@ -134,16 +134,18 @@ def test_sweep_of_256_runs_stays_light(tmp_path):
     assert table.count("<tr") == 256
 
 
-def test_a_page_with_heat_maps_imports_no_matplotlib(results):
-    # The maps are palette PNGs in condlab's cosine colours (plotting._colors, numpy only): drawing
-    # a page costs no matplotlib import.
+@pytest.mark.parametrize("kind", ["experiment", "run"])
+def test_a_page_with_heat_maps_imports_neither_torch_nor_matplotlib(results, kind):
+    # Records are read with numpy (records, training._shapes, analysis._stage, models._sample) and
+    # the maps are palette PNGs in condlab's cosine colours (plotting._colors): the seconds of
+    # importing torch and matplotlib are no part of a page of a run or a reproduction.
     import json
     import subprocess
     import sys
 
     script = ("import json, sys; from condlab.report import render_page; render_page(sys.argv[1]); "
-              "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib')))")
-    done = subprocess.run([sys.executable, "-c", script, str(results["experiment"])], capture_output=True,
+              "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'matplotlib'})))")
+    done = subprocess.run([sys.executable, "-c", script, str(results[kind])], capture_output=True,
                           text=True, check=True)
     assert json.loads(done.stdout.splitlines()[-1]) == []
 
