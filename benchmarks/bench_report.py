@@ -6,15 +6,16 @@ here, in a temporary folder, unless a folder is given):
     fig3      condlab reproduce fig3 --quick          (--fig3 DIR: any reproduce folder, e.g. a full one)
     phase     condlab phase-diagram --smoke           (--phase DIR)
     sweep256  256 Fig. 3 runs in one batch, 1000 epochs (--sweep DIR)
-    wide      one run of width 10^5 (d = 1, n = 80, 1000 epochs, snapshots log:30)
+    wide      one run of width 10^5 (d = 1, n = 80, 1000 epochs, snapshots log:30)  (--wide DIR: any run)
 
 compute: what the result records (claims.json's seconds; the sweep's wall time; the run's
-training seconds). generation: `render_page` in a fresh process, whole (interpreter start, imports,
-loading the compiled counter: what `condlab report` costs) and without the imports (a second page
-in that process), each as wall time and as CPU time (on a shared machine the wall time of a
-process that waits for a core says little; CPU time is what it needs).
+training seconds). generation: `render_page` in a fresh process, whole (interpreter start and
+imports: what `condlab report` costs) and without the imports (a second page in that process),
+each as wall time and as CPU time (on a shared machine the wall time of a process that waits for
+a core says little; CPU time is what it needs).
 
-    python benchmarks/bench_report.py [--only fig3,phase] [--fig3 DIR] [--phase DIR] [--sweep DIR]
+    python benchmarks/bench_report.py [--only fig3,wide] [--fig3 DIR] [--phase DIR] [--sweep DIR]
+                                      [--wide DIR]
 """
 
 from __future__ import annotations
@@ -98,8 +99,11 @@ def wide(tmp: Path) -> tuple[Path, float]:
 
 
 def _given(folder: str) -> tuple[Path, float]:
-    """A result folder computed before: its recorded time (reproduce: claims.json; phase: its sweep)."""
+    """A result folder computed before: its recorded time (reproduce: claims.json; phase: its sweep;
+    a run: meta.json)."""
     path = Path(folder)
+    if (path / "meta.json").is_file():  # one run: its training seconds
+        return path, float(json.loads((path / "meta.json").read_text())["seconds"])
     if (path / "regimes.csv").is_file():
         return path, json.loads((path / "claims.json").read_text())["sweep"]["seconds"]
     if (path / "plan.json").is_file():
@@ -114,9 +118,10 @@ def main() -> None:
     parser.add_argument("--fig3")
     parser.add_argument("--phase")
     parser.add_argument("--sweep")
+    parser.add_argument("--wide")
     args = parser.parse_args()
     print(machine_line(threads=os.environ.get("OMP_NUM_THREADS", "torch default")))
-    given = {"fig3": args.fig3, "phase": args.phase, "sweep256": args.sweep}
+    given = {"fig3": args.fig3, "phase": args.phase, "sweep256": args.sweep, "wide": args.wide}
     makers = {"fig3": fig3, "phase": phase, "sweep256": sweep256, "wide": wide}
     print(f"{'case':<9} {'compute s':>10} {'page MB':>8} {'process s (cpu)':>16} "
           f"{'no imports s (cpu)':>19} {'process/compute':>16} {'no imports/compute':>19}")

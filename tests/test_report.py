@@ -134,6 +134,35 @@ def test_sweep_of_256_runs_stays_light(tmp_path):
     assert table.count("<tr") == 256
 
 
+@pytest.mark.parametrize("kind", ["experiment", "run"])
+def test_a_page_with_heat_maps_imports_neither_torch_nor_matplotlib(results, kind):
+    # Records are read with numpy (records, training._shapes, analysis._stage, models._sample) and
+    # the maps are palette PNGs in condlab's cosine colours (plotting._colors): the seconds of
+    # importing torch and matplotlib are no part of a page of a run or a reproduction.
+    import json
+    import subprocess
+    import sys
+
+    script = ("import json, sys; from condlab.report import render_page; render_page(sys.argv[1]); "
+              "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'matplotlib'})))")
+    done = subprocess.run([sys.executable, "-c", script, str(results[kind])], capture_output=True,
+                          text=True, check=True)
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
+def test_a_page_shows_at_most_page_frames_maps_evenly_spaced_with_the_ends_and_the_opening_epoch():
+    from condlab.report._heatmap import MAX_FRAMES, MIN_FRAMES, PAGE_FRAMES, frame_epochs, frames_per_slider
+
+    assert frames_per_slider(1) == MAX_FRAMES == 32 and PAGE_FRAMES == 48
+    assert frames_per_slider(10) == 4 and frames_per_slider(16) == frames_per_slider(500) == MIN_FRAMES == 3
+    quick = range(0, 101, 10)  # reproduce fig3 --quick: 11 snapshots, 10 runs on the page
+    assert frame_epochs(quick, (100,), frames_per_slider(10)) == [0, 30, 70, 100]
+    assert frame_epochs(quick, (40,), 4) == [0, 40, 50, 100]  # the opening epoch is always shown
+    long = frame_epochs(range(1000), (123,), MAX_FRAMES)
+    assert len(long) == MAX_FRAMES and {0, 123, 999} <= set(long)
+    assert frame_epochs(range(5), (2,), MAX_FRAMES) == [0, 1, 2, 3, 4]
+
+
 def test_heat_map_png_maps_cosines_to_the_palette():
     # The map's pixels are D(u, v) in [-1, 1] at LEVELS levels; NaN (a zero row) gets the last colour.
     import io

@@ -12,7 +12,7 @@ from .._lazy import exports
 
 # name -> the private module that defines it; imported on first use (no import cost, no cycles)
 _EXPORTS = {
-    "INITIAL_STAGE_SHARE": "._report",
+    "INITIAL_STAGE_SHARE": "._stage",
     "Cluster": "._orientations",
     "LayerReport": "._report",
     "ModelRank": "._rank",
@@ -30,7 +30,7 @@ _EXPORTS = {
     "count_lines_many": "._line_counts",
     "count_orientations": "._orientations",
     "count_orientations_many": "._orientations",
-    "default_epoch": "._report",
+    "default_epoch": "._stage",
     "effective_rank": "._reduce",
     "effective_residual": "._leading",
     "flow_for_optimizer": "._leading",

@@ -30,7 +30,8 @@ from ._fields import (
 from ._leading import effective_residual
 from ._orientations import cosine_order
 from ._rank import model_rank
-from ._report import LayerReport, analyze_layer, default_epoch, forward_blocks, layer_history, run_history
+from ._report import LayerReport, analyze_layer, forward_blocks, layer_history, run_history
+from ._stage import default_epoch
 
 TEST_POINTS = 200
 RANK_INPUTS = 1000               # model rank on the first 1000 training inputs at most

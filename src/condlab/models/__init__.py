@@ -7,7 +7,7 @@ from .._lazy import exports
 _EXPORTS = {
     "Tracker": "._tracker",
     "external_run_figures": "._inspect",
-    "heatmap_rows": "._inspect",
+    "heatmap_rows": "._sample",
     "inspect": "._inspect",
     "inspect_model": "._inspect",
     "is_state_dict": "._layers",

@@ -37,9 +37,8 @@ from ..analysis import Orientations, cosine_order
 from ..records import atomic_write_json, atomic_write_text, provenance
 from ._counts import count_weights
 from ._layers import LayerMatrix, LayerSet, extract_layers
+from ._sample import HEATMAP_ROWS, HEATMAP_SEED, heatmap_rows
 
-HEATMAP_ROWS = 512
-HEATMAP_SEED = 0
 TOP_SHARES = 3
 COLUMNS = ["layer", "kind", "rows", "cols", "lines", "directions"] + \
     [f"share_{i + 1}" for i in range(TOP_SHARES)] + \
@@ -148,13 +147,6 @@ def inspect(model: Source, layers: str | list[str] | None = None, *, heads: int 
     ``count_orientations`` (penalty, negligible_mads, min_share).
     """
     return inspect_model(model, layers=layers, heads=heads, count_kwargs=count_kwargs).table
-
-
-def heatmap_rows(m: int, max_rows: int = HEATMAP_ROWS, seed: int = HEATMAP_SEED) -> np.ndarray:
-    """Sorted row indices shown in a heat map: all of them, or a seeded sample of max_rows."""
-    if m <= max_rows:
-        return np.arange(m)
-    return np.sort(np.random.default_rng(seed).choice(m, max_rows, replace=False))
 
 
 def heatmap_matrix(W: Any, o: Orientations, max_rows: int = HEATMAP_ROWS) -> tuple[np.ndarray, np.ndarray]:

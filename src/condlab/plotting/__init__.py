@@ -20,6 +20,8 @@ from .._lazy import exports
 # name -> the private module that defines it; imported on first use (no import cost, no cycles)
 _EXPORTS = {
     "COSINE_CMAP": "._style",
+    "COSINE_ANCHORS": "._colors",
+    "cosine_colors": "._colors",
     "analysis_figures": "._analysis",
     "cosine_heatmap": "._heatmaps",
     "heatmap_rows": "._heatmaps",

@@ -17,7 +17,10 @@ from typing import Any, ParamSpec, TypeVar
 import matplotlib as mpl
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure, SubFigure
+
+from ._colors import BAD_GREY, cosine_colors
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -39,8 +42,9 @@ STYLE: dict[str, Any] = {
     "savefig.facecolor": "white",
 }
 
-#: Diverging map for D(u, v) in [-1, 1]; NaN (zero-weight neurons) shows as grey.
-COSINE_CMAP = mpl.colormaps["RdBu_r"].with_extremes(bad="0.55")
+#: Diverging map for D(u, v) in [-1, 1] (its anchors: _colors.py); NaN (zero-weight neurons) is grey.
+COSINE_CMAP = ListedColormap(cosine_colors(np.linspace(-1.0, 1.0, 256)), name="condlab_cosine").with_extremes(
+    bad=tuple(c / 255.0 for c in BAD_GREY))
 
 PNG_DPI = 150
 _KNOWN_SUFFIXES = {".png", ".svg", ".pdf", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff"}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..training import Architecture, Config, ConfigError
+from ..training import Config, ConfigError, layer_names, layer_shapes
 from ._records import Run, RunSpec
 
 
@@ -68,11 +68,17 @@ def _npz(path: Path, names: list[str] | None = None) -> dict[str, np.ndarray]:
     return arrays
 
 
+def _layout(config: Config) -> dict[str, tuple[int, int]]:
+    """name -> (rows, cols) of each weight matrix of the run's network (Architecture's, no torch)."""
+    m = config.model
+    shapes = layer_shapes(config.data.d, m.width, m.depth, m.d_out, m.output_bias)
+    return dict(zip(layer_names(m.depth), shapes, strict=True))
+
+
 def _check_shapes(path: Path, config: Config, epochs: np.ndarray, weights: dict, x: np.ndarray) -> None:
-    arch = Architecture.from_config(config.model, config.data.d)
     if epochs.ndim != 1:
         raise RecordError(f"'{path / 'snapshots.npz'}': epochs has shape {epochs.shape}, expected (S,)")
-    for name, (rows, cols) in zip(arch.names, arch.shapes, strict=True):
+    for name, (rows, cols) in _layout(config).items():
         got = weights.get(name)
         want = (len(epochs), rows, cols)
         if got is None or got.shape != want or not np.issubdtype(got.dtype, np.floating):
@@ -148,9 +154,8 @@ def _load_npy(path: Path, mmap: bool = False) -> np.ndarray:
 def _snapshots_v2(snap: Path, meta: dict, config: Config) -> tuple[np.ndarray, Mapping, dict]:
     """epochs, lazy weights and the thinning fields of a record written by condlab >= 0.2."""
     external = meta.get("architecture") == "external"
-    arch = None if external else Architecture.from_config(config.model, config.data.d)
-    names = meta["snapshot_layers"] if "snapshot_layers" in meta else arch.names  # type: ignore[union-attr]
-    full_shapes = None if arch is None else dict(zip(arch.names, arch.shapes, strict=True))
+    full_shapes = None if external else _layout(config)
+    names = meta["snapshot_layers"] if "snapshot_layers" in meta else list(full_shapes)  # type: ignore[arg-type]
     epochs = _load_npy(snap / "epochs.npy")
     if not (snap / "neurons.npy").is_file():
         return epochs, LazyLayers(snap, names, len(epochs), full_shapes, extra_ok=external), {}

@@ -36,14 +36,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from .._display import ShownAsPage
-from ..training import Architecture, Config, FCNet
+from ..training import Config
 from ._files import fill_file, json_indent2, npz_bytes, save_npy, write_file
 from ._io import durable, fsync_path
 
 if TYPE_CHECKING:
+    import torch
+
+    from ..training import Architecture, FCNet
     from ._prepare import Known
 
 STATUSES = ("complete", "diverged", "interrupted")
@@ -104,6 +106,8 @@ class Run(ShownAsPage):
 
     @property
     def architecture(self) -> Architecture:
+        from ..training import Architecture
+
         return Architecture.from_config(self.config.model, self.config.data.d)
 
     @property
@@ -141,8 +145,13 @@ class Run(ShownAsPage):
             return np.arange(self.full_weights[name].shape[1])
         return self.neurons
 
-    def network(self, epoch: int, dtype: torch.dtype = torch.float64) -> FCNet:
-        """The network at a recorded epoch (a full one, for thinned records) as an nn.Module."""
+    def network(self, epoch: int, dtype: torch.dtype | None = None) -> FCNet:
+        """The network at a recorded epoch (a full one, for thinned records) as an nn.Module
+        (float64 unless `dtype` says otherwise)."""
+        import torch
+
+        from ..training import FCNet
+
         self.index(epoch)
         if not self.is_full(epoch):
             full = ", ".join(str(e) for e in self.full_epochs)
@@ -151,7 +160,8 @@ class Run(ShownAsPage):
                              f"epochs {full}")
         i = int(np.nonzero(self.full_epochs == epoch)[0][0])
         return FCNet(self.architecture,
-                     [torch.as_tensor(np.array(self.full_weights[k][i]), dtype=dtype) for k in self.names])
+                     [torch.as_tensor(np.array(self.full_weights[k][i]), dtype=dtype or torch.float64)
+                      for k in self.names])
 
 
 @dataclass

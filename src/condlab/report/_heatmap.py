@@ -3,46 +3,52 @@
 Each map is D(u, v) of a layer's rows at one snapshot, ordered by ``cosine_order`` from the count
 of that snapshot (``count_orientations`` at its default thresholds, without the stability sweep:
 the same count as the sweep table's), with each counted line outlined (arcs dashed). The map is
-a small palette PNG, one pixel per pair of neurons, with the colours of condlab's plots
-(``COSINE_CMAP``), scaled up by the browser without smoothing; the outlines are SVG on top.
+a small palette PNG, one pixel per pair of neurons, in the colours of condlab's plots
+(``condlab.plotting.cosine_colors``, what ``COSINE_CMAP`` samples; no matplotlib), scaled up by
+the browser without smoothing; the outlines are SVG on top.
 
 Wide layers stay light: above MAX_ROWS rows a map shows MAX_ROWS of them, drawn by
 ``numpy.random.default_rng(0).choice(m, MAX_ROWS, replace=False)`` (``condlab inspect``'s rule,
 ``condlab.models.heatmap_rows``), and the count that orders and outlines them is the sample's, so a
 frame costs the same at any width (counting 10^5 rows took 0.5 s a snapshot; a line of share
 >= 5 %, the counter's minimum, holds about 13 of 256 sampled rows). The whole layer's count is
-in the stored results (results.csv, analysis.json). Above MAX_FRAMES snapshots the slider shows
-MAX_FRAMES of them, evenly spaced, always with the first, the last and the run's analysis epoch;
-a run with many layers (a Tracker record of a large model) gets FRAME_BUDGET maps in all, at
-least 2 snapshots a layer.
+in the stored results (results.csv, analysis.json).
+
+A page draws at most PAGE_FRAMES maps, which is what its count costs: each of its s sliders shows
+at most min(MAX_FRAMES, PAGE_FRAMES // s) snapshots (at least MIN_FRAMES), evenly spaced, always
+with the first, the last and the slider's opening epoch. Sliders are placed as marks while the
+page is built (`viewer`) and drawn at the end (`draw_sliders`), every frame of the page counted
+in one batched fit (a layer's count does not depend on the others of its stack).
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 
-from ..analysis import Orientations, cosine_matrix, cosine_order, count_orientations, count_orientations_many
+from ..analysis import Orientations, cosine_matrix, cosine_order, count_orientations_many
 from ..models import heatmap_rows
 from ._html import Ids, data_uri, esc
 
 MAX_ROWS = 256    # a map is drawn 260 px wide: more rows than pixels would add bytes, not detail
-MAX_FRAMES = 32
-FRAME_BUDGET = 192  # maps of one run: a model with many layers gets fewer snapshots per layer
+MAX_FRAMES = 32    # snapshots a slider shows, at most
+PAGE_FRAMES = 48   # maps of one page, all its sliders together: what the page's count costs
+MIN_FRAMES = 3     # snapshots a slider shows, at least: the first, the opening one, the last
 LEVELS = 101      # colours of the palette for D in [-1, 1]; one more, grey, for zero rows (NaN)
 
 
 @cache
 def _palette() -> np.ndarray:
-    """(LEVELS + 1, 3) uint8: COSINE_CMAP at LEVELS points of [-1, 1], then its colour for NaN."""
-    from ..plotting import COSINE_CMAP
+    """(LEVELS + 1, 3) uint8: condlab's cosine colours at LEVELS points of [-1, 1], then NaN's grey."""
+    from ..plotting import cosine_colors
 
-    rgba = COSINE_CMAP(np.linspace(0.0, 1.0, LEVELS))
-    bad = np.asarray(COSINE_CMAP.get_bad())[None, :]
-    return (np.concatenate([rgba, bad])[:, :3] * 255).round().astype(np.uint8)
+    D = np.concatenate([np.linspace(-1.0, 1.0, LEVELS), [np.nan]])
+    return (cosine_colors(D) * 255).round().astype(np.uint8)
 
 
 def colorbar() -> str:
@@ -66,15 +72,12 @@ def png(D: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def frame_svg(W: np.ndarray, label: str = "", orientations: Orientations | None = None) -> tuple[str, str]:
-    """(SVG of one map, the count in words) for weights W (m, k): sampled, ordered, lines outlined.
-
-    `orientations`: the count of the sampled rows (`shown_rows(W)`), if already made."""
-    if W.shape[0] == 0:
-        return "<p class='clr-note'>no rows</p>", "no rows"
-    sub = shown_rows(W)
+def frame_svg(sub: np.ndarray, m: int, o: Orientations | None) -> tuple[str, str]:
+    """(SVG of one map, the count in words) for the shown rows `sub` (`shown_rows`) of a layer of
+    m rows and their count `o`: ordered, lines outlined."""
     n = len(sub)
-    o = orientations if orientations is not None else count_orientations(sub, band=False)
+    if n == 0 or o is None:
+        return "<p class='clr-note'>no rows</p>", "no rows"
     order = cosine_order(sub, o)
     group = np.full(n, -1, dtype=np.int64)
     for k, c in enumerate(tuple(o.lines) + tuple(o.arcs)):
@@ -95,10 +98,10 @@ def frame_svg(W: np.ndarray, label: str = "", orientations: Orientations | None 
                      f'stroke-width="2" vector-effect="non-scaling-stroke"{dash}>'
                      f"<title>{esc(what)}</title></rect>")
     count = f"{o.n_lines} line{'s' if o.n_lines != 1 else ''}" + (f", {o.n_arcs} arc(s)" if o.n_arcs else "")
-    sampled = f" in a sample of {n} of {W.shape[0]} rows" if n < W.shape[0] else ""
+    sampled = f" in a sample of {n} of {m} rows" if n < m else ""
     uri = data_uri(png(cosine_matrix(sub[order])), "image/png")
     svg = (f'<svg class="clr-hm" viewBox="0 0 {n} {n}" preserveAspectRatio="none" role="img" '
-           f'aria-label="{esc(label or count)}"><image href="{uri}" width="{n}" height="{n}" '
+           f'aria-label="{esc(count)}"><image href="{uri}" width="{n}" height="{n}" '
            f'style="image-rendering: pixelated" preserveAspectRatio="none"/>{"".join(marks)}</svg>')
     return svg, count + sampled
 
@@ -108,37 +111,80 @@ def shown_rows(W: np.ndarray) -> np.ndarray:
     return np.asarray(W)[heatmap_rows(W.shape[0], MAX_ROWS)]
 
 
+def frames_per_slider(sliders: int) -> int:
+    """Snapshots each slider of a page with `sliders` sliders shows, at most (PAGE_FRAMES in all)."""
+    return max(MIN_FRAMES, min(MAX_FRAMES, PAGE_FRAMES // max(sliders, 1)))
+
+
+def frame_epochs(epochs: Sequence[int], keep: Sequence[int] = (), most: int = MAX_FRAMES) -> list[int]:
+    """The snapshot epochs a slider shows: all, or at most `most` evenly spaced, the first, the
+    last and `keep` among them."""
+    epochs = [int(e) for e in epochs]
+    inner = {int(e) for e in keep if int(e) in epochs[1:-1]}  # the ends are always shown
+    most = max(most, 2 + len(inner))
+    if len(epochs) <= most:
+        return epochs
+    picked = {epochs[int(i)] for i in np.linspace(0, len(epochs) - 1, most - len(inner)).round()}
+    return sorted(picked | inner)
+
+
+@dataclass
+class Slider:
+    """One layer's maps, waiting for the page to be built: `rows(epoch)` gives (its shown rows, the
+    layer's row count, a note) at one of `epochs`; the slider opens at `start`."""
+
+    ident: str
+    title: str
+    epochs: list[int]
+    start: int
+    rows: Callable[[int], tuple[np.ndarray, int, str]]
+
+
+MARK = re.compile(r"<!--clr-slider:([\w-]+)-->")
+
+
+def viewer(ids: Ids, title: str, epochs: Sequence[int], start: int,
+           rows: Callable[[int], tuple[np.ndarray, int, str]]) -> str:
+    """A slider over one layer's maps, as a mark in the page that `draw_sliders` replaces."""
+    slider = Slider(ids.new("maps"), title, [int(e) for e in epochs], int(start), rows)
+    ids.pending.append(slider)
+    return f"<!--clr-slider:{slider.ident}-->"
+
+
+def draw_sliders(ids: Ids, content: str) -> str:
+    """`content` with each slider's mark replaced by its maps: frames_per_slider of the page's
+    sliders each, every frame of the page counted in one batched fit."""
+    sliders, ids.pending = ids.pending, []
+    if not sliders:
+        return content
+    most = frames_per_slider(len(sliders))
+    frames = [[(e, *s.rows(e)) for e in frame_epochs(s.epochs, (s.start,), most)] for s in sliders]
+    counts = iter(_frame_counts([sub for shown in frames for _, sub, _, _ in shown]))
+    html = {s.ident: _slider_html(s, shown, [next(counts) for _ in shown])
+            for s, shown in zip(sliders, frames, strict=True)}
+    return MARK.sub(lambda m: html[m.group(1)], content)
+
+
 def _frame_counts(frames: list[np.ndarray]) -> list[Orientations | None]:
     """The count of each frame's shown rows (None: a frame without rows), one batched fit."""
     shown = [i for i, W in enumerate(frames) if W.shape[0]]
-    counts = dict(zip(shown, count_orientations_many([shown_rows(frames[i]) for i in shown]), strict=True))
+    counts = dict(zip(shown, count_orientations_many([frames[i] for i in shown]), strict=True))
     return [counts.get(i) for i in range(len(frames))]
 
 
-def frame_epochs(epochs: Sequence[int], keep: Sequence[int] = (), layers: int = 1) -> list[int]:
-    """The snapshot epochs a slider shows: all, or at most MAX_FRAMES (FRAME_BUDGET over all
-    `layers`) evenly spaced, the first, the last and `keep` among them."""
-    epochs = [int(e) for e in epochs]
-    most = max(2 + len(keep), min(MAX_FRAMES, FRAME_BUDGET // max(layers, 1)))
-    if len(epochs) <= most:
-        return epochs
-    picked = {epochs[int(i)] for i in np.linspace(0, len(epochs) - 1, most - len(keep)).round()}
-    return sorted(picked | {int(e) for e in keep if e in epochs})
-
-
-def viewer(ids: Ids, title: str, frames: list[tuple[int, np.ndarray, str]], start: int) -> str:
-    """A slider over one layer's maps: frames (epoch, W, extra note); `start` is shown first."""
+def _slider_html(s: Slider, frames: list[tuple[int, np.ndarray, int, str]],
+                 counts: list[Orientations | None]) -> str:
+    """The slider's HTML: frames (epoch, shown rows, the layer's rows, note) and their counts."""
     parts, position = [], 0
-    counts = _frame_counts([W for _, W, _ in frames])
-    for i, (epoch, W, note) in enumerate(frames):
-        svg, count = frame_svg(W, orientations=counts[i])
+    for i, ((epoch, sub, m, note), o) in enumerate(zip(frames, counts, strict=True)):
+        svg, count = frame_svg(sub, m, o)
         label = f"epoch {epoch}: {count}" + (f" ({note})" if note else "")
         parts.append(f'<figure class="clr-frame" data-epoch="{epoch}" data-label="{esc(label)}"'
-                     f'{"" if epoch == start else " hidden"}>{svg}</figure>')
-        if epoch == start:
+                     f'{"" if epoch == s.start else " hidden"}>{svg}</figure>')
+        if epoch == s.start:
             position = i
     slider = (f'<input type="range" class="clr-slider" min="0" max="{len(frames) - 1}" value="{position}" '
-              f'aria-label="snapshot epoch of {esc(title)}">')
-    return (f'<div class="clr-viewer" id="{ids.new("maps")}"><h3>{esc(title)}</h3>{slider}'
+              f'aria-label="snapshot epoch of {esc(s.title)}">')
+    return (f'<div class="clr-viewer" id="{s.ident}"><h3>{esc(s.title)}</h3>{slider}'
             f'<div class="clr-label clr-note"></div><div class="clr-frames">{"".join(parts)}</div>'
             f"{colorbar()}</div>")

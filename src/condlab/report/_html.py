@@ -30,11 +30,13 @@ def esc(value: Any) -> str:
 
 
 class Ids:
-    """Unique element ids within a page, and across pages shown in one notebook."""
+    """Unique element ids within a page, and across pages shown in one notebook; `pending`: the
+    page's heat-map sliders, drawn together once the page is built (_heatmap.draw_sliders)."""
 
     def __init__(self) -> None:
         self.prefix = "clr" + uuid.uuid4().hex[:8]
         self.count = 0
+        self.pending: list[Any] = []
 
     def new(self, hint: str = "") -> str:
         self.count += 1

@@ -86,7 +86,16 @@ def build(path: Path) -> tuple[str, h.Ids, str]:
         experiments = [path] if kind == "experiment" else _experiments(path)
         content = (experiment_body(ids, read_claims(experiments[0]), experiments[0]) if len(experiments) == 1
                    else collection_body(ids, path, experiments))
-    return f"condlab {kind}: {path.resolve().name}", ids, content
+    return f"condlab {kind}: {path.resolve().name}", ids, _draw(ids, content)
+
+
+def _draw(ids: h.Ids, content: str) -> str:
+    """The content with its heat-map sliders drawn (all of the page's maps counted at once)."""
+    if not ids.pending:
+        return content
+    from ._heatmap import draw_sliders
+
+    return draw_sliders(ids, content)
 
 
 def render_page(path: str | Path) -> str:
@@ -148,4 +157,4 @@ def html_body(result: Any) -> str:
         content = phase_body(ids, Path(result.sweep.out))
     else:
         raise TypeError(f"condlab report cannot show a {kind}: give a result folder or a condlab result")
-    return h.body(ids, content)
+    return h.body(ids, _draw(ids, content))

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _html as h
 from ._common import provenance, read_csv
-from ._heatmap import MAX_ROWS, frame_epochs, viewer
+from ._heatmap import MAX_ROWS, shown_rows, viewer
 
 MAX_RUNS = 16        # runs of a batch shown in detail (all are in its table)
 MANY_LAYERS = 4      # more hidden layers than this: a select shows one layer's maps at a time
@@ -78,19 +78,21 @@ def heatmap_viewers(ids: h.Ids, run: Any, prefix: str = "") -> list[str]:
     """One slider of cosine maps per hidden layer (every snapshot layer of a Tracker record)."""
     if not len(run.epochs) or not run.names:
         return ["<p class='clr-note'>no weight snapshots recorded</p>"]
-    names = _mapped_layers(run)
     start = _start_epoch(run)
-    epochs = frame_epochs(run.epochs, keep=(start,), layers=len(names))
-    out = []
-    for name in names:
-        frames = []
-        for e in epochs:
-            W = run.layer(name, e)
-            thin = "" if run.is_full(e) or run.neurons is None else \
-                f"the {W.shape[0]} recorded of {run.full_weights[name].shape[1]} neurons"
-            frames.append((e, W, thin))
-        out.append(viewer(ids, prefix + name, frames, start))
-    return out
+    return [viewer(ids, prefix + name, run.epochs, start, _layer_rows(run, name))
+            for name in _mapped_layers(run)]
+
+
+def _layer_rows(run: Any, name: str) -> Any:
+    """epoch -> (the shown rows of layer `name`, its row count, a note on a thinned record)."""
+
+    def rows(epoch: int) -> tuple[np.ndarray, int, str]:
+        W = run.layer(name, epoch)
+        thin = "" if run.is_full(epoch) or run.neurons is None else \
+            f"the {W.shape[0]} recorded of {run.full_weights[name].shape[1]} neurons"
+        return shown_rows(W), W.shape[0], thin
+
+    return rows
 
 
 def maps_note(opens_at: str) -> str:

@@ -34,6 +34,8 @@ _EXPORTS = {
     "TrainConfig": "._config",
     "TrainingWarning": "._trainer",
     "initial_stage_end": "._trainer",
+    "layer_names": "._shapes",
+    "layer_shapes": "._shapes",
     "assign_key": "._tree",
     "augment": "._models",
     "calibrate_batchnorm": "._cnn",

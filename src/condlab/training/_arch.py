@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 
 from ..activations import Activation, get_activation
+from ._shapes import layer_names, layer_shapes
 
 if TYPE_CHECKING:
     from ._config import ModelConfig
@@ -75,14 +76,12 @@ class Architecture:
 
     @property
     def names(self) -> list[str]:
-        return [f"layer{i + 1}" for i in range(self.depth)] + ["output"]
+        return layer_names(self.depth)
 
     @property
     def shapes(self) -> list[tuple[int, int]]:
         """(rows, columns) of each weight matrix, bias column included."""
-        fan_in = [self.d] + [self.width] * self.depth
-        hidden = [(self.width, fan_in[i] + 1) for i in range(self.depth)]
-        return hidden + [(self.d_out, self.width + int(self.output_bias))]
+        return layer_shapes(self.d, self.width, self.depth, self.d_out, self.output_bias)
 
     def skip(self, layer: int) -> bool:
         """Whether hidden layer `layer` (0-based) adds its input to its output."""
