@@ -114,6 +114,7 @@ def sweep(
     cpus_per_batch: int | None = None,
     return_runs: bool = False,
     yes: bool = False,
+    overwrite: bool = False,
 ) -> SweepResult:
     """Train every run of a sweep spec that is not finished in `out`; write the results table.
 
@@ -122,11 +123,13 @@ def sweep(
     per batch on the cluster at `address`; `cpus_per_batch`, `return_runs`: see docs/sweeps.md,
     "Running on a cluster"), or an executor object. `dry_run` plans and counts without writing
     or training anything. A spec of more than ``MAX_RUNS`` runs (counted before any is planned)
-    is refused unless `yes`.
+    is refused unless `yes`. An `out` holding a sweep of another spec is refused unless
+    `overwrite` (its finished runs with the same settings are reused, the table lists this
+    spec's runs, the earlier spec is kept as spec-<time>.yaml); another kind of result, always.
     """
     options = {"address": address, "cpus_per_batch": cpus_per_batch, "return_runs": return_runs}
     with _old_objects_frozen():
-        return _sweep(spec, out, executor, options, dry_run, progress, yes)
+        return _sweep(spec, out, executor, options, dry_run, progress, yes, overwrite)
 
 
 @contextmanager
@@ -146,17 +149,16 @@ def _old_objects_frozen():
 
 
 def _sweep(spec: str | Path | dict[str, Any], out: str | Path | None, executor: str | Executor,
-           options: dict[str, Any], dry_run: bool, progress: bool | None, yes: bool = False) -> SweepResult:
+           options: dict[str, Any], dry_run: bool, progress: bool | None, yes: bool = False,
+           overwrite: bool = False) -> SweepResult:
     start = time.perf_counter()
     raw, text, base_dir = load_spec(spec)
     plan = make_plan(raw, base_dir, yes=yes)
     runner = make_executor(executor, **options)
     default = None if out is not None else folder_for("runs", plan.name, "sweep name", "sweep-{}")
     storage = open_storage(out if out is not None else default)
-    if isinstance(storage, LocalStorage):  # a sweep extends a sweep (a new spec adds runs), nothing else
-        from .._guards import check_result_folder
-
-        check_result_folder(storage.root, "sweep", True, False)
+    if isinstance(storage, LocalStorage):  # the one output-folder rule
+        _check_folder(storage.root, text, overwrite)
     if dry_run:
         damaged: dict[str, str] = {}
         done_rows, todo = _pending(plan, storage, damaged)
@@ -188,6 +190,27 @@ def _sweep(spec: str | Path | dict[str, Any], out: str | Path | None, executor: 
         runner.close()
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _check_folder(root: Path, text: str, overwrite: bool) -> None:
+    """A sweep goes into a new or empty folder, or one holding a sweep of the same spec (read as
+    YAML: comments and layout aside), which it resumes; a sweep of another spec only with
+    `overwrite` (its finished runs of the same settings are reused, its spec kept as
+    spec-<time>.yaml); another kind of result never."""
+    import yaml
+
+    from .._outputs import check_result_folder, differing
+
+    earlier = root / "spec.yaml"
+    try:
+        before = yaml.safe_load(earlier.read_text()) if earlier.is_file() else None
+    except (yaml.YAMLError, UnicodeDecodeError):
+        before = None
+    now = yaml.safe_load(text)
+    differ = [] if not earlier.is_file() or before == now else differing(before, now if isinstance(
+        now, dict) else {})
+    check_result_folder(root, "sweep", not differ, overwrite, differ=[f"spec.yaml: {', '.join(differ)}"]
+                        if differ else (), resume="run the same spec to resume it")
 
 
 def _pending(plan: Plan, storage: Any, damaged: dict[str, str]) -> tuple[dict[str, Any], list[Batch]]:
