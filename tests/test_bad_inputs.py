@@ -127,6 +127,7 @@ def _build_more(w: Path) -> None:
     (w / "specs/empty.yaml").write_text("")
     (w / "empty.yaml").write_text("")
     _spec(w, "ok", name="ok")
+    _spec(w, "device-zip", zip={"train.device": ["cpu", "auto"], "model.width": [4, 5]})
     _spec(w, "huge", grid={k: list(range(1, 11)) for k in HUGE_KEYS})
     _spec(w, "task-number", task=5)
     for name, keys in SWEEP_SPECS.items():
@@ -171,6 +172,10 @@ SWEEP_SPECS = {  # a tiny base plus one bad axis each (a repeat is refused as `t
     "list-empty": {"list": []}, "key-twice": {"grid": {"data.n": [5]}, "list": [{"data.n": 4}]},
     "bad-value": {"grid": {"model.width": ["x"]}}, "unknown-config-key": {"grid": {"model.widht": [4]}},
     "negative-width": {"grid": {"model.width": [-4]}}, "set-not-mapping": {"set": [1]},
+    # points that differ only in a key left out of the run hash would be merged into one run
+    "device-axis": {"grid": {"train.device": ["cpu", "auto"]}},
+    "checkpoint-axis": {"grid": {"train.checkpoint_seconds": [10, 20], "model.width": [4, 5]}},
+    "name-axis": {"list": [{"name": "a"}, {"name": "b"}]},
 }
 SWEEP_NEEDLES = {
     "dup-seeds": "seeds.init=[0, 0, 1]", "dup-width": "grid.model.width=[4, 4]",
@@ -180,6 +185,9 @@ SWEEP_NEEDLES = {
     "zip-lengths": "different lengths", "seeds-zero": "seeds.init=0", "seeds-unknown": "'seeds.model'",
     "list-empty": "'list'", "key-twice": "'data.n' is set by both", "bad-value": "model.width='x'",
     "unknown-config-key": "model.widht", "negative-width": "model.width=-4", "set-not-mapping": "'set'",
+    "device-axis": "train.device='cpu' and train.device='auto' make the same run",
+    "checkpoint-axis": "train.checkpoint_seconds=10.0 and train.checkpoint_seconds=20.0",
+    "name-axis": "name='a' and name='b' make the same run",
 }
 
 
@@ -345,6 +353,8 @@ CASES = [
       for name, needle in SWEEP_NEEDLES.items()],
     ("sweep-dup-seeds-run", ["sweep", "specs/dup-seeds.yaml", "--out", "sw/dup"], 2,
      ["seeds.init=[0, 0, 1]"], ""),
+    ("sweep-device-zip", ["sweep", "specs/device-zip.yaml", "--dry-run"], 0,
+     ["2 runs in 2 batches", "dry run"], ""),  # a device per point of other settings: two runs
     ("sweep-empty", ["sweep", "specs/empty.yaml", "--dry-run"], 2, ["specs/empty.yaml", "is empty"], ""),
     ("sweep-spec-missing", ["sweep", "specs/none.yaml"], 2, ["specs/none.yaml", "does not exist"], ""),
     ("sweep-spec-list", ["sweep", "specs/yaml-list.yaml"], 2, ["mapping"], ""),
