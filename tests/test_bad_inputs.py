@@ -355,6 +355,8 @@ CASES = [
      ["seeds.init=[0, 0, 1]"], ""),
     ("sweep-device-zip", ["sweep", "specs/device-zip.yaml", "--dry-run"], 0,
      ["2 runs in 2 batches", "dry run"], ""),  # a device per point of other settings: two runs
+    ("sweep-dry-estimate", ["sweep", "specs/ok.yaml", "--dry-run"], 0,
+     ["of memory", "of disk", "on one CPU core", "rough estimate"], ""),
     ("sweep-empty", ["sweep", "specs/empty.yaml", "--dry-run"], 2, ["specs/empty.yaml", "is empty"], ""),
     ("sweep-spec-missing", ["sweep", "specs/none.yaml"], 2, ["specs/none.yaml", "does not exist"], ""),
     ("sweep-spec-list", ["sweep", "specs/yaml-list.yaml"], 2, ["mapping"], ""),

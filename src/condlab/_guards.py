@@ -127,8 +127,20 @@ def estimate_text(estimate: dict[str, int]) -> str:
 
     if not estimate:
         return ""
-    return (f"; the largest batch needs about {size(estimate['memory'])} of memory, the new records "
+    text = (f"; the largest batch needs about {size(estimate['memory'])} of memory, the new records "
             f"about {size(estimate['disk'])} of disk")
+    if "seconds" in estimate:
+        text += (f", the training about {duration(estimate['seconds'])} on one CPU core (a rough estimate "
+                 "from runs x epochs x samples x parameters, not a measurement)")
+    return text
+
+
+def duration(seconds: float) -> str:
+    """'40 s', '12 min', '3.5 h', '2.1 days'."""
+    for unit, length in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= 2 * length:
+            return f"{seconds / length:.2g} {unit}"
+    return f"{max(seconds, 1):.0f} s"
 
 
 def available_bytes() -> int | None:

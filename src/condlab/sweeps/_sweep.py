@@ -79,7 +79,8 @@ class SweepResult(ShownAsPage):
     tables: list[Path | str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     damaged: dict[str, str] = field(default_factory=dict)  # run folder -> why it is trained again
-    estimate: dict[str, int] = field(default_factory=dict)  # dry run: bytes of memory (largest batch), disk
+    # dry run: bytes of memory (largest batch) and disk, seconds of training (rough)
+    estimate: dict[str, int] = field(default_factory=dict)
 
     def damage_lines(self) -> list[str]:
         """One line per finished-looking run whose record was damaged (it is trained again)."""
@@ -166,9 +167,11 @@ def _sweep(spec: str | Path | dict[str, Any], out: str | Path | None, executor: 
                              pending=sum(len(b.runs) for b in todo), damaged=damaged)
         if not plan.task and todo:  # condlab.train batches: what they will need
             from .._guards import batch_estimates
+            from ._run import COST_PER_SECOND
 
             memory, disk = batch_estimates([(b.config, len(b.runs)) for b in todo])
-            result.estimate = {"memory": memory, "disk": disk}
+            seconds = sum(b.cost for b in todo) / COST_PER_SECOND
+            result.estimate = {"memory": memory, "disk": disk, "seconds": round(seconds)}
         result.seconds = time.perf_counter() - start
         return result
     runner.connect()  # an unreachable cluster fails here, before anything is written
