@@ -774,3 +774,30 @@ def test_the_same_settings_twice_change_nothing(argv, said, twice_inputs, tmp_pa
     assert code == 0 and "Traceback" not in err and said in out + err, (out, err)
     after = _checksums(w / "D")
     assert {k: after.get(k) for k in before} == before
+
+
+def test_train_into_an_interrupted_batch_of_the_same_config_resumes_it(tmp_path, monkeypatch, capsys):
+    """A folder holding only a checkpoint (a batch killed mid-run): the same config continues it
+    (as `--resume` does), another config is refused naming the key that differs."""
+    from condlab.training._checkpoint import write_checkpoint
+
+    kept = []
+
+    def keep_one(path, config, params, optimizer, dropout, state, *args):
+        if state.epoch == 2:
+            write_checkpoint(path, config, params, optimizer, dropout, state, *args)
+            kept.append(path.read_bytes())
+
+    fast = [*TINY, "--set", "train.checkpoint_seconds=1e-9"]
+    monkeypatch.setattr("condlab.training._api.write_checkpoint", keep_one)
+    assert _run(["train", *fast, "--out", "a"], tmp_path, capsys)[0] == 0
+    monkeypatch.undo()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b/checkpoint.pt").write_bytes(kept[0])
+    code, _, err = _run(["train", *TINY, "--set", "model.width=5", "--out", "b"], tmp_path, capsys)
+    assert code == 2 and "train batch with other settings (model.width)" in err
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["checkpoint.pt"]
+    code, out, err = _run(["train", *TINY, "--out", "b"], tmp_path, capsys)
+    assert code == 0 and "complete" in out, (out, err)
+    for name in ("loss.npy", "snapshots/layer1.npy"):  # the same records as the uninterrupted batch
+        assert (tmp_path / "a/seed0" / name).read_bytes() == (tmp_path / "b/seed0" / name).read_bytes()

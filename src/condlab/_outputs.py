@@ -243,7 +243,7 @@ def train_folder(out: Path, config: dict, overwrite: bool) -> str | None:
     if (out / "config.json").is_file():
         before = read_json(out / "config.json")
     elif (out / "checkpoint.pt").is_file():
-        from .training import read_checkpoint
+        from .training._checkpoint import read_checkpoint
 
         before = read_checkpoint(out).get("config")
     if isinstance(before, dict):
