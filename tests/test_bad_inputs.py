@@ -801,3 +801,17 @@ def test_train_into_an_interrupted_batch_of_the_same_config_resumes_it(tmp_path,
     assert code == 0 and "complete" in out, (out, err)
     for name in ("loss.npy", "snapshots/layer1.npy"):  # the same records as the uninterrupted batch
         assert (tmp_path / "a/seed0" / name).read_bytes() == (tmp_path / "b/seed0" / name).read_bytes()
+
+
+def test_a_report_in_its_own_folder_is_rewritten_after_the_folder_moves(twice_inputs, tmp_path, capsys):
+    """PATH/report.html belongs to PATH wherever PATH is: a copied folder's page is rewritten;
+    --out onto the page of another result is refused."""
+    w = tmp_path / "w"
+    shutil.copytree(twice_inputs, w)
+    assert _run(["report", "A"], w, capsys)[0] == 0
+    shutil.copytree(w / "A", w / "C")
+    code, out, err = _run(["report", "C"], w, capsys)
+    assert code == 0 and "C/report.html" in out, err
+    code, _, err = _run(["report", "B", "--out", "C/report.html"], w, capsys)
+    assert code == 2 and "report with other settings (result)" in err and "--overwrite" in err
+    assert _run(["report", "B", "--out", "C/report.html", "--overwrite"], w, capsys)[0] == 0

@@ -239,10 +239,10 @@ def train_folder(out: Path, config: dict, overwrite: bool) -> str | None:
     is there, complete: nothing to do)."""
     from .training import Config
 
-    before = None
-    if (out / "config.json").is_file():
+    before, held = None, result_kind(out)  # another kind: refused below, its files not read
+    if held == "train batch" and (out / "config.json").is_file():
         before = read_json(out / "config.json")
-    elif (out / "checkpoint.pt").is_file():
+    elif held == "train batch" and (out / "checkpoint.pt").is_file():
         from .training._checkpoint import read_checkpoint
 
         before = read_checkpoint(out).get("config")
@@ -255,7 +255,7 @@ def train_folder(out: Path, config: dict, overwrite: bool) -> str | None:
         None if before is None else _flat(_identity(before)), _flat(_identity(config)))
     check_result_folder(out, "train batch", not differ, overwrite, differ=differ,
                         resume=f"give the same config (or `condlab train --resume {out}`) to continue it")
-    if differ or overwrite or result_kind(out) is None:
+    if differ or overwrite or held is None:
         return None
     return "resume" if (out / "checkpoint.pt").is_file() else "done"
 

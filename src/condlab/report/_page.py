@@ -106,7 +106,8 @@ def result_id(path: str | Path) -> str:
 def check_replaceable(out: Path, path: Path | None = None, overwrite: bool = False) -> None:
     """The one output rule for a page (``condlab._outputs``): a new file; an earlier condlab
     report of the same result (`path`), replaced; of another result, only with `overwrite`; any
-    other file never (nothing a user has is lost)."""
+    other file never (nothing a user has is lost). No `path`: the page in the result's own
+    folder (PATH/report.html), of that result wherever the folder was moved."""
     import html
     import re
 
@@ -138,7 +139,7 @@ def write_report(path: str | Path, out: str | Path | None = None, overwrite: boo
 
     path = Path(path)
     target = Path(out) if out is not None else path / "report.html"
-    check_replaceable(target, path, overwrite)
+    check_replaceable(target, path if out is not None else None, overwrite)  # PATH/report.html: its own
     text = render_page(path)
     atomic_write_text(target, text)
     return target
