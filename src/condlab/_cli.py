@@ -86,8 +86,8 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from ._names import folder_for
-    from ._outputs import fresh_dir, train_folder
+    from ._outputs import folder_for, fresh_dir, train_folder
+    from .sweeps import UNHASHED_KEYS
     from .training import resume, train
 
     if args.resume:
@@ -95,7 +95,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg = _load_config(args)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else fresh_dir(folder_for("runs", cfg.name, "name", "{}-" + stamp))
-    state = train_folder(out, cfg.to_dict(), args.overwrite)  # the one output-folder rule
+    state = train_folder(out, cfg.to_dict(), args.overwrite, UNHASHED_KEYS)  # the one output-folder rule
     progress = not args.no_progress and sys.stderr.isatty()
     if state == "done":
         print(f"'{out}' already holds this config's batch, complete: nothing trained "

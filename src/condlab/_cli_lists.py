@@ -46,7 +46,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from ._outputs import point_latest, reproduce_out, reproduce_settings, reproduced_already
+    from ._outputs import point_latest, reproduce_out, reproduced_already
     from .reproduce import EXPERIMENTS, check_data_dir, reproduce, reproduce_all, summary_rows, unknown
 
     if args.name != "all" and args.name not in EXPERIMENTS:
@@ -93,6 +93,16 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if stamped:
         print(f"results in {out} ({point_latest(out)} points there)")
     return 0
+
+
+def reproduce_settings(name: str, seeds: list[int] | None, data_seeds: list[int] | None,
+                       quick: bool) -> dict:
+    """What claims.json records of an experiment's settings (its seeds and --quick): what the
+    one output-folder rule compares."""
+    from .reproduce import seed_grid
+
+    init, data = seed_grid(name, seeds, data_seeds, quick)
+    return {"init_seeds": init, "data_seeds": data, "provisional": bool(quick)}
 
 
 def _reproduced_already(out, names: list[str], as_json: bool) -> int:

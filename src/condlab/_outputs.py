@@ -1,4 +1,12 @@
-"""The one output-folder rule of every command that writes results.
+"""Where results go: names that become folders, and the one output-folder rule of every command.
+
+Names (``check_name``, ``folder_for``): a config's ``name`` or a spec's ``name:`` comes from a
+file that may be shared, and a folder is made from it: ``../../x`` or ``/etc`` must not write
+outside the output root. The one rule is ``training._checks.name_problem`` (config validation
+uses it too; ``check_name`` raises it); ``folder_for`` is the one way a folder is made from a
+name (checked, and the resolved path must lie inside the root, so a symlink cannot lead it out).
+
+Output folders:
 
 train, reproduce, sweep, phase-diagram, reduce, analyze, inspect --out and report --out all
 decide through ``check_result_folder`` (a folder of results) or ``check_same_result`` (a folder
@@ -23,8 +31,34 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .training import ConfigError
+from .training import NAME_RULE, ConfigError, name_problem
 
+
+def check_name(name: object, what: str = "name") -> str:
+    """`name` unchanged, or a one-line ConfigError naming it and the rule."""
+    problem = name_problem(name)
+    if problem is not None:
+        shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:57] + "..."
+        raise ConfigError(f"{what}={shown} is not accepted ({problem}): {NAME_RULE}")
+    return name
+
+
+def folder_for(root: str | Path, name: str, what: str = "name", form: str = "{}") -> Path:
+    """root/form(name) (e.g. form "sweep-{}"), `name` checked and the resolved path inside the
+    resolved root."""
+    path = Path(root) / form.format(check_name(name, what))
+    if not inside(path, root):
+        raise ConfigError(f"{what}={name!r} leads to '{path.resolve()}', outside '{Path(root).resolve()}': "
+                          "choose another name")
+    return path
+
+
+def inside(path: str | Path, root: str | Path) -> bool:
+    """Whether `path` (resolved: '..' and symlinks followed) lies inside `root`."""
+    return Path(path).resolve().is_relative_to(Path(root).resolve())
+
+
+# ------------------------------------------------------------------------------ output folders
 
 def fresh_dir(base: Path) -> Path:
     """`base`, or `base-2`, `base-3`, ... : the first name that does not exist yet."""
@@ -223,27 +257,18 @@ def point_latest(folder: Path) -> Path:
 
 # ------------------------------------------------------------------------------- per command
 
-def _identity(config: dict) -> dict:
-    """A config without the keys that do not change what it computes (a run's hash ignores them)."""
-    from .sweeps._hash import UNHASHED_KEYS, _clone, _drop
-
-    ident = _clone(config)
-    for key in UNHASHED_KEYS:
-        _drop(ident, key)
-    return ident
-
-
-def train_folder(out: Path, config: dict, overwrite: bool) -> str | None:
+def train_folder(out: Path, config: dict, overwrite: bool, ignore: Iterable[str] = ()) -> str | None:
     """`condlab train --out`: the one rule for a batch folder. Returns None (train into it),
     'resume' (an interrupted batch of this config: continue it) or 'done' (this config's batch
-    is there, complete: nothing to do)."""
+    is there, complete: nothing to do). `ignore`: config keys that do not change a result
+    (``condlab.sweeps.UNHASHED_KEYS``: train.device, ...), left out of the comparison."""
     from .training import Config
 
     before, held = None, result_kind(out)  # another kind: refused below, its files not read
     if held == "train batch" and (out / "config.json").is_file():
         before = read_json(out / "config.json")
     elif held == "train batch" and (out / "checkpoint.pt").is_file():
-        from .training._checkpoint import read_checkpoint
+        from .training import read_checkpoint
 
         before = read_checkpoint(out).get("config")
     if isinstance(before, dict):
@@ -251,8 +276,11 @@ def train_folder(out: Path, config: dict, overwrite: bool) -> str | None:
             before = Config.from_dict(before).to_dict()
         except ValueError:
             before = None
-    differ = [] if not holds_files(out) else differing(
-        None if before is None else _flat(_identity(before)), _flat(_identity(config)))
+    def settings(tree: dict) -> dict:
+        return {k: v for k, v in _flat(tree).items() if k not in set(ignore)}
+
+    differ = [] if not holds_files(out) else differing(None if before is None else settings(before),
+                                                         settings(config))
     check_result_folder(out, "train batch", not differ, overwrite, differ=differ,
                         resume=f"give the same config (or `condlab train --resume {out}`) to continue it")
     if differ or overwrite or held is None:
@@ -269,15 +297,6 @@ def _flat(tree: dict, prefix: str = "") -> dict[str, Any]:
         else:
             flat[f"{prefix}{key}"] = value
     return flat
-
-
-def reproduce_settings(name: str, seeds: list[int] | None, data_seeds: list[int] | None,
-                       quick: bool) -> dict[str, Any]:
-    """What claims.json records of an experiment's settings (its seeds and --quick)."""
-    from .reproduce._runner import seed_grid
-
-    init, data = seed_grid(name, seeds, data_seeds, quick)
-    return {"init_seeds": init, "data_seeds": data, "provisional": bool(quick)}
 
 
 def reproduce_out(out: str | None, names: list[str], overwrite: bool,

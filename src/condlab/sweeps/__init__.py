@@ -5,6 +5,7 @@ from .._lazy import exports
 
 # name -> the private module that defines it; imported on first use (no import cost, no cycles)
 _EXPORTS = {
+    "UNHASHED_KEYS": "._hash",
     "Batch": "._run",
     "BatchDone": "._run",
     "EXECUTORS": "._executors",

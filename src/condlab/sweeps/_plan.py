@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from .._names import check_name
+from .._outputs import check_name
 from ..training import Config, ConfigError, assign_key
 from ._hash import (  # noqa: F401  (re-exported: the sweep engine and phase diagrams use them)
     BATCHED,

@@ -29,7 +29,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from .._display import ShownAsPage
-from .._names import folder_for
+from .._outputs import folder_for
 from ..training import ConfigError
 from . import _local, _ray  # noqa: F401  (the built-in executors: each file registers its class)
 from ._executors import EXECUTORS, OPTION_FLAGS, Executor
