@@ -113,7 +113,8 @@ def _reproduced_already(out, names: list[str], as_json: bool) -> int:
     if as_json:
         print(json.dumps(claims if len(claims) > 1 else claims[0], indent=2))
     for name, c in zip(names, claims, strict=True):
-        state = "all claims hold" if c.get("all_hold") else "SOME CLAIMS FAIL"
+        state = ("NOT RUN" if c.get("status") != "ran" else
+                 "all claims hold" if c.get("all_hold") else "SOME CLAIMS FAIL")
         print(f"{name}: already reproduced with these settings ({state}): {out / name / 'claims.json'}; "
               "nothing run (--overwrite runs it again)", file=sys.stderr if as_json else sys.stdout)
     return 0
