@@ -143,6 +143,7 @@ PLAN_BAD = {
     "dropout-one": {"grid": {"model.dropout": [0.5, 1.0]}},
     "bool-seed": {"grid": {"train.seeds": [1, True]}},
     "width-zero": {"grid": {"model.width": [3, 0]}, "seeds": 2},
+    "device-axis": {"grid": {"train.device": ["cpu", "auto"]}, "seeds": 2},   # one run twice
 }
 PLAN = {"grouped plan resolution": sorted(PLAN_SPECS) + [f"bad:{k}" for k in sorted(PLAN_BAD)]}
 

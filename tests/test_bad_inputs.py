@@ -127,6 +127,7 @@ def _build_more(w: Path) -> None:
     (w / "specs/empty.yaml").write_text("")
     (w / "empty.yaml").write_text("")
     _spec(w, "ok", name="ok")
+    _spec(w, "device-zip", zip={"train.device": ["cpu", "auto"], "model.width": [4, 5]})
     _spec(w, "huge", grid={k: list(range(1, 11)) for k in HUGE_KEYS})
     _spec(w, "task-number", task=5)
     for name, keys in SWEEP_SPECS.items():
@@ -171,6 +172,10 @@ SWEEP_SPECS = {  # a tiny base plus one bad axis each (a repeat is refused as `t
     "list-empty": {"list": []}, "key-twice": {"grid": {"data.n": [5]}, "list": [{"data.n": 4}]},
     "bad-value": {"grid": {"model.width": ["x"]}}, "unknown-config-key": {"grid": {"model.widht": [4]}},
     "negative-width": {"grid": {"model.width": [-4]}}, "set-not-mapping": {"set": [1]},
+    # points that differ only in a key left out of the run hash would be merged into one run
+    "device-axis": {"grid": {"train.device": ["cpu", "auto"]}},
+    "checkpoint-axis": {"grid": {"train.checkpoint_seconds": [10, 20], "model.width": [4, 5]}},
+    "name-axis": {"list": [{"name": "a"}, {"name": "b"}]},
 }
 SWEEP_NEEDLES = {
     "dup-seeds": "seeds.init=[0, 0, 1]", "dup-width": "grid.model.width=[4, 4]",
@@ -180,6 +185,9 @@ SWEEP_NEEDLES = {
     "zip-lengths": "different lengths", "seeds-zero": "seeds.init=0", "seeds-unknown": "'seeds.model'",
     "list-empty": "'list'", "key-twice": "'data.n' is set by both", "bad-value": "model.width='x'",
     "unknown-config-key": "model.widht", "negative-width": "model.width=-4", "set-not-mapping": "'set'",
+    "device-axis": "train.device='cpu' and train.device='auto' make the same run",
+    "checkpoint-axis": "train.checkpoint_seconds=10.0 and train.checkpoint_seconds=20.0",
+    "name-axis": "name='a' and name='b' make the same run",
 }
 
 
@@ -345,6 +353,10 @@ CASES = [
       for name, needle in SWEEP_NEEDLES.items()],
     ("sweep-dup-seeds-run", ["sweep", "specs/dup-seeds.yaml", "--out", "sw/dup"], 2,
      ["seeds.init=[0, 0, 1]"], ""),
+    ("sweep-device-zip", ["sweep", "specs/device-zip.yaml", "--dry-run"], 0,
+     ["2 runs in 2 batches", "dry run"], ""),  # a device per point of other settings: two runs
+    ("sweep-dry-estimate", ["sweep", "specs/ok.yaml", "--dry-run"], 0,
+     ["of memory", "of disk", "on one CPU core", "rough estimate"], ""),
     ("sweep-empty", ["sweep", "specs/empty.yaml", "--dry-run"], 2, ["specs/empty.yaml", "is empty"], ""),
     ("sweep-spec-missing", ["sweep", "specs/none.yaml"], 2, ["specs/none.yaml", "does not exist"], ""),
     ("sweep-spec-list", ["sweep", "specs/yaml-list.yaml"], 2, ["mapping"], ""),
@@ -393,9 +405,10 @@ CASES = [
     ("phase-out-file", ["phase-diagram", "--spec", "phase/ok.yaml", "--out", "notes.txt"], 2,
      ["notes.txt", "is a file"], ""),
     ("inspect-out-taken", ["inspect", "ckpt/attn.pt", "--heads", "2", "--out", "insp"], 2,
-     ["insp", "already holds an inspect result"], ""),
+     ["insp/inspect.json", "an inspect with other settings (heads)", "--overwrite"], ""),
     ("report-out-other-file", ["report", "runs/earlier", "--out", "notes.txt"], 2, ["notes.txt"], ""),
-    ("train-out-phase", ["train", *TINY, "--out", "done_phase"], 2, ["done_phase", "--overwrite"], ""),
+    ("train-out-phase", ["train", *TINY, "--out", "done_phase"], 2,
+     ["done_phase", "a phase diagram result, not a train batch", "never replaced"], ""),
     # --- range checks on the newer surfaces
     ("reduce-tol-negative", ["reduce", "reduced/seed0", "--amplitude-tol", "-5"], 2,
      ["--amplitude-tol -5.0", ">= 0"], ""),
@@ -663,3 +676,142 @@ def test_a_huge_plan_is_refused_before_torch_is_imported(argv, workspace):
                           text=True, timeout=120)
     assert proc.stdout.split() == ["2", "False"], (proc.stdout, proc.stderr)
     assert "more than the limit of 100,000" in proc.stderr
+
+
+# --- the one output-folder rule: every command twice into one folder with other settings
+PHASE_A = {"gammas": [1.5], "gamma_primes": [1.0], "widths": [4], "seeds": [0], "schemes": [],
+           "max_steps": 100}
+REPRO = ["reproduce", "simple-target", "--quick", "--data-seeds", "1", "--out", "D", "--no-progress"]
+# mnist without its files: a claims.json of an experiment not run (fast; nothing trained)
+MNIST_NOT_RUN = ["reproduce", "mnist", "--quick", "--data-dir", "nodata", "--out", "D", "--no-progress"]
+SLOW, EXPERIMENT = pytest.mark.slow, pytest.mark.experiment
+TWICE = [  # first run, second run with other settings, substrings of its one-line refusal
+    pytest.param(["train", *TINY, "--out", "D"], ["train", *TINY, "--set", "model.width=5", "--out", "D"],
+                 ["'D'", "train batch with other settings (model.width)", "--overwrite"], id="train"),
+    pytest.param([*MNIST_NOT_RUN, "--seeds", "1"], [*MNIST_NOT_RUN, "--seeds", "2"],
+                 ["'D'", "(mnist: init_seeds)", "--overwrite"], id="reproduce"),
+    pytest.param([*REPRO, "--seeds", "1"], [*REPRO, "--seeds", "2"],  # trains the experiment (~2 s)
+                 ["'D'", "(simple-target: init_seeds)", "--overwrite"], marks=EXPERIMENT,
+                 id="reproduce-trained"),
+    pytest.param(["sweep", "a.yaml", "--out", "D", "--no-progress"],
+                 ["sweep", "b.yaml", "--out", "D", "--no-progress"],
+                 ["/w/D'", "sweep with other settings (spec.yaml: grid)", "--overwrite"], id="sweep"),
+    pytest.param(["phase-diagram", "--spec", "pa.yaml", "--out", "D", "--no-progress"],  # ~7 s: slow
+                 ["phase-diagram", "--spec", "pb.yaml", "--out", "D", "--no-progress"],
+                 ["'D'", "phase diagram with other settings", "--overwrite"], marks=SLOW, id="phase-diagram"),
+    pytest.param(["reduce", "A/seed0", "--epoch", "4", "--out", "D"],
+                 ["reduce", "A/seed0", "--epoch", "4", "--negligible", "drop", "--out", "D"],
+                 ["D/seed0/reduction.json", "other settings (negligible)", "--overwrite"], id="reduce"),
+    pytest.param(["analyze", "A/seed0", "--no-replay", "--out", "D"],
+                 ["analyze", "B/seed0", "--no-replay", "--out", "D"],
+                 ["D/seed0/epoch", "analysis with other settings (run)", "--overwrite"], id="analyze"),
+    pytest.param(["inspect", "attn.pt", "--out", "D"], ["inspect", "attn.pt", "--heads", "2", "--out", "D"],
+                 ["D/inspect.json", "other settings (heads)", "--overwrite"], id="inspect"),
+    pytest.param(["report", "A", "--out", "D/page.html"], ["report", "B", "--out", "D/page.html"],
+                 ["D/page.html", "report with other settings (result)", "--overwrite"], id="report"),
+]
+
+
+@pytest.fixture(scope="module")
+def twice_inputs(tmp_path_factory) -> Path:
+    """Two tiny batches (A, B: each a seed0), a checkpoint, two sweep specs and two diagram specs."""
+    import torch
+    import yaml
+
+    w = tmp_path_factory.mktemp("twice")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, seed in (("A", "0"), ("B", "1")):
+            assert main(["train", *TINY, "--set", f"data.seed={seed}", "--out", str(w / name)]) == 0
+    attn = "model.layers.0.self_attn."
+    torch.save({f"{attn}{k}_proj.weight": torch.randn(8, 8) for k in "qkvo"}, w / "attn.pt")
+    for name, width in (("a", 4), ("b", 5)):
+        (w / f"{name}.yaml").write_text(yaml.safe_dump({"base": SPEC_BASE, "grid": {"model.width": [width]}}))
+    (w / "pa.yaml").write_text(yaml.safe_dump(PHASE_A))
+    (w / "pb.yaml").write_text(yaml.safe_dump({**PHASE_A, "gammas": [1.0]}))
+    (w / "nodata").mkdir()
+    return w
+
+
+@pytest.mark.parametrize("first, second, needles", TWICE)
+def test_every_command_twice_into_one_folder(first, second, needles, twice_inputs, tmp_path, capsys):
+    """The second run, of other settings, is refused with one line naming --overwrite; every byte
+    the first run wrote (and every input) is the same after it; nothing is written outside."""
+    w = tmp_path / "w"
+    shutil.copytree(twice_inputs, w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        code, out, err = _run(first, w, capsys)
+    assert code in (0, 3) and "Traceback" not in err, err  # 3: a diagram's claims may fail: written
+    assert (w / "D").is_dir() and any((w / "D").rglob("*")), "the first run wrote nothing into D"
+    before = _checksums(tmp_path)
+    code, out, err = _run(second, w, capsys)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in out + err, err
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    assert _checksums(tmp_path) == before  # nothing replaced, added or removed, here or beside it
+
+
+SAME = [  # the same settings again: resumed or nothing to do, said in one line; nothing rewritten
+    pytest.param(["train", *TINY, "--out", "D"], "already holds this config's batch, complete", id="train"),
+    pytest.param([*MNIST_NOT_RUN, "--seeds", "1"], "already reproduced with these settings", id="reproduce"),
+    pytest.param([*REPRO, "--seeds", "1"], "already reproduced with these settings", marks=EXPERIMENT,
+                 id="reproduce-trained"),
+    pytest.param(["sweep", "a.yaml", "--out", "D", "--no-progress"], "skipped 1 already done", id="sweep"),
+]
+
+
+@pytest.mark.parametrize("argv, said", SAME)
+def test_the_same_settings_twice_change_nothing(argv, said, twice_inputs, tmp_path, capsys):
+    w = tmp_path / "w"
+    shutil.copytree(twice_inputs, w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert _run(argv, w, capsys)[0] == 0
+    before = _checksums(w / "D")
+    code, out, err = _run(argv, w, capsys)
+    assert code == 0 and "Traceback" not in err and said in out + err, (out, err)
+    after = _checksums(w / "D")
+    assert {k: after.get(k) for k in before} == before
+
+
+def test_train_into_an_interrupted_batch_of_the_same_config_resumes_it(tmp_path, monkeypatch, capsys):
+    """A folder holding only a checkpoint (a batch killed mid-run): the same config continues it
+    (as `--resume` does), another config is refused naming the key that differs."""
+    from condlab.training._checkpoint import write_checkpoint
+
+    kept = []
+
+    def keep_one(path, config, params, optimizer, dropout, state, *args):
+        if state.epoch == 2:
+            write_checkpoint(path, config, params, optimizer, dropout, state, *args)
+            kept.append(path.read_bytes())
+
+    fast = [*TINY, "--set", "train.checkpoint_seconds=1e-9"]
+    monkeypatch.setattr("condlab.training._api.write_checkpoint", keep_one)
+    assert _run(["train", *fast, "--out", "a"], tmp_path, capsys)[0] == 0
+    monkeypatch.undo()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b/checkpoint.pt").write_bytes(kept[0])
+    code, _, err = _run(["train", *TINY, "--set", "model.width=5", "--out", "b"], tmp_path, capsys)
+    assert code == 2 and "train batch with other settings (model.width)" in err
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["checkpoint.pt"]
+    code, out, err = _run(["train", *TINY, "--out", "b"], tmp_path, capsys)
+    assert code == 0 and "complete" in out, (out, err)
+    for name in ("loss.npy", "snapshots/layer1.npy"):  # the same records as the uninterrupted batch
+        assert (tmp_path / "a/seed0" / name).read_bytes() == (tmp_path / "b/seed0" / name).read_bytes()
+
+
+def test_a_report_in_its_own_folder_is_rewritten_after_the_folder_moves(twice_inputs, tmp_path, capsys):
+    """PATH/report.html belongs to PATH wherever PATH is: a copied folder's page is rewritten;
+    --out onto the page of another result is refused."""
+    w = tmp_path / "w"
+    shutil.copytree(twice_inputs, w)
+    assert _run(["report", "A"], w, capsys)[0] == 0
+    shutil.copytree(w / "A", w / "C")
+    code, out, err = _run(["report", "C"], w, capsys)
+    assert code == 0 and "C/report.html" in out, err
+    code, _, err = _run(["report", "B", "--out", "C/report.html"], w, capsys)
+    assert code == 2 and "report with other settings (result)" in err and "--overwrite" in err
+    assert _run(["report", "B", "--out", "C/report.html", "--overwrite"], w, capsys)[0] == 0

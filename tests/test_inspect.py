@@ -192,7 +192,8 @@ def test_cli_on_a_cnn_state_dict_and_a_pickled_transformer(tmp_path: Path, capsy
     saved = json.loads((tmp_path / "o" / "inspect.json").read_text())
     assert len(saved["layers"]) == 23 and (tmp_path / "o" / "cosine_head.fc1.png").is_file()
     assert (tmp_path / "o" / "inspect.csv").read_text().startswith("layer,kind,rows,cols,lines")
-    assert main(["inspect", str(tmp_path / "cnn.pt"), "--out", str(tmp_path / "o")]) == 2  # no overwrite
+    assert main(["inspect", str(tmp_path / "cnn.pt"), "--out", str(tmp_path / "o")]) == 0  # same: again
+    assert main(["inspect", str(tmp_path / "cnn.pt"), "--heads", "2", "--out", str(tmp_path / "o")]) == 2
 
     torch.save(net, tmp_path / "cnn_module.pt")  # a pickled whole module: only with the flag
     assert main(["inspect", str(tmp_path / "cnn_module.pt")]) == 2

@@ -86,18 +86,27 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from ._guards import check_fresh_out, fresh_dir
-    from ._names import folder_for
-    from .training import train
+    from ._outputs import folder_for, fresh_dir, train_folder
+    from .sweeps import UNHASHED_KEYS
+    from .training import resume, train
 
     if args.resume:
         return cmd_resume(args)
     cfg = _load_config(args)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else fresh_dir(folder_for("runs", cfg.name, "name", "{}-" + stamp))
-    check_fresh_out(out, args.overwrite)
-    result = train(cfg, out=out, progress=not args.no_progress and sys.stderr.isatty(),
-                   overwrite=args.overwrite)  # replaces (and removes) earlier run folders
+    state = train_folder(out, cfg.to_dict(), args.overwrite, UNHASHED_KEYS)  # the one output-folder rule
+    progress = not args.no_progress and sys.stderr.isatty()
+    if state == "done":
+        print(f"'{out}' already holds this config's batch, complete: nothing trained "
+              f"(batch.json lists its runs; --overwrite trains it again)", file=sys.stderr)
+        if args.json:
+            print((out / "batch.json").read_text())
+        return 0
+    if state == "resume":
+        return _train_outcome(args, out, resume(out, progress=progress))
+    # an empty folder, one of other settings with --overwrite: replaced (stale run folders removed)
+    result = train(cfg, out=out, progress=progress, overwrite=True)
     return _train_outcome(args, out, result)
 
 
@@ -144,7 +153,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     result = sweep(args.spec, out=args.out, executor=args.executor, address=args.address,
                    dry_run=args.dry_run, progress=not args.no_progress and sys.stderr.isatty(),
-                   cpus_per_batch=args.cpus_per_batch, return_runs=args.return_runs, yes=args.yes)
+                   cpus_per_batch=args.cpus_per_batch, return_runs=args.return_runs, yes=args.yes,
+                   overwrite=args.overwrite)
     for line in result.damage_lines():
         print(f"condlab: warning: {line}", file=sys.stderr)
     if args.dry_run:
@@ -219,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "epochE plus the options that differ from their defaults, e.g. epoch120-pen2)")
     p.add_argument("--json", action="store_true",
                    help="print the analysis as JSON (with --no-figures and no --out: write nothing)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an analysis of another run or other settings in the same folder")
     p.add_argument("--no-figures", action="store_true")
     p.add_argument("--svg", action="store_true", help="figures as SVG too (default: PNG only)")
     p.add_argument("--no-replay", action="store_true", help="skip the leading-order replay prediction")
@@ -241,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the table as JSON")
     p.add_argument("--out", help="write inspect.csv, inspect.json, inspect.parquet (with pyarrow) and "
                    "cosine heat maps here")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an inspect result of another checkpoint or other settings in --out")
     p.add_argument("--no-figures", action="store_true", help="with --out: no heat maps")
     p.add_argument("--unsafe-pickle", action="store_true",
                    help="allow a pickled whole nn.Module: unpickling RUNS CODE from the file, so only "
@@ -295,7 +309,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="a run or batch folder (condlab train), a sweep folder, a reproduce folder "
                    "(one experiment or all), a phase diagram, an `inspect --out` folder or a Tracker record")
     p.add_argument("--out", metavar="FILE.html", help="the page to write (default: PATH/report.html); an "
-                   "earlier condlab report there is replaced, any other file is refused")
+                   "earlier condlab report of the same result is replaced, one of another result "
+                   "only with --overwrite, any other file never")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a condlab report of another result at --out")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("presets", help="list named configs (the paper's figure settings)")
@@ -320,7 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sweep", help="train every run of a sweep spec not done yet; write a results table")
     p.add_argument("spec", help="sweep spec (YAML; see docs/sweeps.md)")
     p.add_argument("--out", help="output folder, or an object store URI (s3://bucket/prefix, gs://..., "
-                   "file://...) (default: runs/sweep-NAME); reused to resume")
+                   "file://...) (default: runs/sweep-NAME); reused to resume the same spec; another "
+                   "spec's sweep there is refused without --overwrite")
     p.add_argument("--executor", default="local", choices=["local", "ray"],
                    help="local: batches in this process (default); ray: one Ray task per batch")
     p.add_argument("--address", help="Ray cluster address, e.g. 127.0.0.1:6379 (default: a local Ray)")
@@ -330,6 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--return-runs", action="store_true",
                    help="Ray, without shared storage: tasks return their runs (at most 256 MiB a batch) "
                    "through Ray's object store, and this process writes them to --out")
+    p.add_argument("--overwrite", action="store_true",
+                   help="sweep into an --out holding a sweep of another spec: its finished runs of the "
+                   "same settings are reused, its spec.yaml, plan.json and results table replaced")
     p.add_argument("--dry-run", action="store_true", help="plan and count runs; write and train nothing")
     p.add_argument("--yes", action="store_true", help="plan more than 100,000 runs (refused without it)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -46,14 +46,17 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from ._guards import point_latest, reproduce_out
+    from ._outputs import point_latest, reproduce_out, reproduced_already
     from .reproduce import EXPERIMENTS, check_data_dir, reproduce, reproduce_all, summary_rows, unknown
 
     if args.name != "all" and args.name not in EXPERIMENTS:
         raise unknown(args.name)
     check_data_dir(args.data_dir)
     names = list(EXPERIMENTS) if args.name == "all" else [args.name]
-    out, stamped = reproduce_out(args.out, names, args.overwrite)  # never replaces earlier results
+    settings = {n: reproduce_settings(n, args.seeds, args.data_seeds, args.quick) for n in names}
+    out, stamped = reproduce_out(args.out, names, args.overwrite, settings)  # the one output-folder rule
+    if not stamped and not args.overwrite and reproduced_already(out, names, settings):
+        return _reproduced_already(out, names, args.json)
     options = dict(seeds=args.seeds, quick=args.quick, out=out, device=args.device,
                    data_dir=args.data_dir, progress=not args.no_progress and sys.stderr.isatty(),
                    data_seeds=args.data_seeds,
@@ -89,6 +92,31 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
               f"{len(result.figures)} figure files")
     if stamped:
         print(f"results in {out} ({point_latest(out)} points there)")
+    return 0
+
+
+def reproduce_settings(name: str, seeds: list[int] | None, data_seeds: list[int] | None,
+                       quick: bool) -> dict:
+    """What claims.json records of an experiment's settings (its seeds and --quick): what the
+    one output-folder rule compares."""
+    from .reproduce import seed_grid
+
+    init, data = seed_grid(name, seeds, data_seeds, quick)
+    return {"init_seeds": init, "data_seeds": data, "provisional": bool(quick)}
+
+
+def _reproduced_already(out, names: list[str], as_json: bool) -> int:
+    """Every experiment asked for is in `out` with the same settings: nothing is run again."""
+    from ._outputs import read_json
+
+    claims = [read_json(out / n / "claims.json") for n in names]
+    if as_json:
+        print(json.dumps(claims if len(claims) > 1 else claims[0], indent=2))
+    for name, c in zip(names, claims, strict=True):
+        state = ("NOT RUN" if c.get("status") != "ran" else
+                 "all claims hold" if c.get("all_hold") else "SOME CLAIMS FAIL")
+        print(f"{name}: already reproduced with these settings ({state}): {out / name / 'claims.json'}; "
+              "nothing run (--overwrite runs it again)", file=sys.stderr if as_json else sys.stdout)
     return 0
 
 

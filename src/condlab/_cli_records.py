@@ -46,6 +46,7 @@ def hidden_layers(run, selectors: list[str]) -> list[int]:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from ._guards import check_count_options, user_message
+    from ._outputs import check_result_folder
     from .analysis import analyze_run
     from .records import load_run
 
@@ -57,12 +58,17 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     # --json --no-figures answers on stdout alone: nothing is written (read-only records work)
     write = bool(args.out) or not (args.json and args.no_figures)
     results, failed = [], 0
+    if args.out:  # OUT/RUN/NAME: a folder of analyses, or a new one (the one output-folder rule)
+        check_result_folder(Path(args.out), "analysis", True, args.overwrite)
     for run_dir in _run_dirs(Path(args.path)):
-        try:  # one corrupt run of a batch is reported; the others are analysed
+        out = None
+        try:  # one corrupt run of a batch (or a folder refused) is reported; the others are analysed
             run = load_run(run_dir)
             picked = None if layers is None else hidden_layers(run, layers)
             analysis = analyze_run(run, args.epoch, picked, replay=not args.no_replay,
                                    count_kwargs=counting)
+            if write:
+                out, settings = _analysis_out(run_dir, analysis.name, args)
         except Exception as err:
             message = user_message(err)
             if message is None:
@@ -71,10 +77,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             print(f"condlab: error: {where}{message}", file=sys.stderr)
             failed += 1
             continue
-        out, figures = None, []
-        if write:
-            out = _analysis_dir(run_dir, analysis.name, args.out)
-            analysis.write(out)
+        figures = []
+        if out is not None:
+            analysis.write(out, settings)
             formats = ("png", "svg") if args.svg else ("png",)
             figures = [] if args.no_figures else _figures(run, analysis, out, formats)
         if args.tensorboard:  # one TensorBoard run per condlab run: DIR/RUN
@@ -88,6 +93,19 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.json and results:
         print(json.dumps(results if len(results) > 1 else results[0], indent=2))
     return EXIT_BAD_INPUT if failed else 0
+
+
+def _analysis_out(run_dir: Path, name: str, args: argparse.Namespace) -> tuple[Path, dict]:
+    """(the folder of this analysis, its settings), checked by the one output-folder rule: the
+    options (defaults aside) name the folder; under --out, OUT/RUN/NAME, the run is recorded too
+    (another run of the same folder name must not replace it)."""
+    from ._outputs import check_same_result
+
+    out = _analysis_dir(run_dir, name, args.out)
+    settings = {"analysis": name, **({"run": str(run_dir.resolve())} if args.out else {})}
+    check_same_result(out / "analysis.json", settings, args.overwrite, "analysis",
+                      legacy={"analysis": out.name})
+    return out, settings
 
 
 def _analysis_dir(run_dir: Path, name: str, out: str | None) -> Path:
@@ -193,7 +211,7 @@ def cmd_reduce(args: argparse.Namespace) -> int:
         out = Path(args.out) / run_dir.name if args.out else run_dir / "reduce" / f"epoch{red.epoch}"
         settings = {"layer": f"layer{layer[0] + 1}", "epoch": red.epoch, "negligible": args.negligible,
                     "amplitude_tol": args.amplitude_tol}
-        check_same_result(out / "reduction.json", settings, args.overwrite, "reduce")
+        check_same_result(out / "reduction.json", settings, args.overwrite, "reduction")
         done.append((run_dir, run, red, out, settings))
     results = []
     for run_dir, run, red, out, settings in done:
@@ -225,6 +243,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     kind = NAMES[detect(Path(args.path))]
-    out = write_report(args.path, args.out)
+    out = write_report(args.path, args.out, args.overwrite)
     print(f"{kind} page ({out.stat().st_size / 1e6:.2f} MB, {time.perf_counter() - start:.1f} s): {out}")
     return 0

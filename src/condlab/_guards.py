@@ -7,15 +7,27 @@ allocating it. Errors a user can cause become one line naming the file or value 
 
 from __future__ import annotations
 
-import datetime as _dt
 import errno
-import json
 import os
 import pickle
-import shutil
 import zipfile
 from pathlib import Path
 
+from ._outputs import (  # noqa: F401  (the output-folder rule: re-exported for its users)
+    check_fresh_out,
+    check_result_folder,
+    check_same_result,
+    check_writable,
+    fresh_dir,
+    holds_files,
+    point_latest,
+    read_json,
+    remove_stale_runs,
+    reproduce_out,
+    result_kind,
+    resumable,
+    stamp,
+)
 from .training import Config, ConfigError, snapshot_epochs
 
 _ERRNO_HINTS = {
@@ -50,159 +62,6 @@ def user_message(err: BaseException) -> str | None:
     if isinstance(err, ValueError | OSError):  # ConfigError, RecordError, DatasetMissing, ...
         return one_line(str(err))
     return None
-
-
-# ------------------------------------------------------------------------------ output folders
-
-def fresh_dir(base: Path) -> Path:
-    """`base`, or `base-2`, `base-3`, ... : the first name that does not exist yet."""
-    path, k = base, 2
-    while path.exists() or path.is_symlink():
-        path, k = base.with_name(f"{base.name}-{k}"), k + 1
-    return path
-
-
-def stamp() -> str:
-    return _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-
-
-def check_writable(out: Path, flag: str = "--out") -> None:
-    """Raise a one-line ConfigError unless `out` is, or can be made as, a writable folder."""
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"{flag} '{out}' is a file, not a folder: choose a folder path")
-    probe = out
-    while not probe.exists():
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    if not probe.is_dir():
-        raise ConfigError(f"{flag} '{out}' cannot be created: '{probe}' is a file, not a folder")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError(f"{flag} '{out}' is not writable: no permission to write in '{probe}'")
-
-
-def holds_files(path: Path) -> bool:
-    return path.is_dir() and any(path.iterdir())
-
-
-def check_fresh_out(out: Path, overwrite: bool, resume_hint: bool = True, api: bool = False) -> None:
-    """Refuse an --out that already holds files (unless --overwrite); check it is writable.
-
-    `api`: the message names the Python options (``condlab.train(..., overwrite=True)``,
-    ``condlab.resume``) instead of the command-line ones.
-    """
-    flag = "out" if api else "--out"
-    check_writable(out, flag)
-    if holds_files(out) and not overwrite:
-        example = sorted(p.name for p in out.iterdir())[0]
-        how = f"condlab.resume('{out}')" if api else f"`condlab train --resume {out}`"
-        resume = f"to continue an interrupted run there use {how}; " if resume_hint else ""
-        replace = "overwrite=True" if api else "--overwrite"
-        raise ConfigError(f"{flag} '{out}' already holds results (e.g. '{example}'): {resume}"
-                          f"to keep them, choose a fresh folder; {replace} replaces them")
-
-
-def result_kind(folder: Path) -> str | None:
-    """What kind of result a folder holds (None: nothing): 'phase diagram', 'sweep', 'train batch',
-    'run', 'reproduce', or 'other files'. Read from the files each command writes first."""
-    folder = Path(folder)
-    if not holds_files(folder):
-        return None
-    spec = folder / "spec.yaml"
-    if spec.is_file() and spec.read_bytes().startswith(b"task: phase-diagram"):
-        return "phase diagram"
-    if (folder / "plan.json").is_file() or spec.is_file():
-        return "sweep"
-    if (folder / "meta.json").is_file():
-        return "run"
-    if (folder / "batch.json").is_file() or any((c / "meta.json").is_file() for c in folder.iterdir()):
-        return "train batch"
-    if (folder / "claims.json").is_file() or (folder / "summary.md").is_file() or any(
-            (c / "claims.json").is_file() for c in folder.iterdir() if c.is_dir()):
-        return "reproduce"
-    names = {p.name for p in folder.iterdir()}
-    if names <= {".lock", "runs"}:  # a sweep killed before writing spec.yaml (a diagram writes it first)
-        return "sweep" if holds_files(folder / "runs") else None
-    # empty folders (a tmp/ a test or a tool made) hold nothing to replace
-    return "other files" if any(p.is_file() for p in folder.rglob("*")) else None
-
-
-def check_result_folder(out: Path, kind: str, same_settings: bool, overwrite: bool,
-                        flag: str = "--out") -> None:
-    """The one output-folder rule of the result commands: an empty or new folder is used; one of
-    the same kind and settings is resumed; one of the same kind and other settings only with
-    --overwrite; one holding another kind of result (or other files) never."""
-    check_writable(Path(out), flag)  # a file, or a path through one: named before anything else
-    held = result_kind(out)
-    if held is None:
-        return
-    if held != kind:
-        what = "other files" if held == "other files" else f"a {held} result"
-        raise ConfigError(f"{flag} '{out}' already holds {what}, not a {kind}: choose another "
-                          "folder (nothing there is replaced)")
-    if not same_settings and not overwrite:
-        raise ConfigError(f"{flag} '{out}' holds a {kind} of other settings: run the same settings to "
-                          "resume it, choose another folder to keep it, or pass --overwrite to replace "
-                          "its results")
-
-
-def remove_stale_runs(out: Path, keep: set[str]) -> list[str]:
-    """After --overwrite: remove run folders of an earlier batch (they hold meta.json) not in `keep`."""
-    removed = []
-    for child in sorted(out.iterdir()):
-        if child.is_dir() and child.name not in keep and (
-                (child / "meta.json").is_file() or child.name.endswith(".partial")):
-            shutil.rmtree(child)
-            removed.append(child.name)
-    return removed
-
-
-def reproduce_out(out: str | None, names: list[str], overwrite: bool) -> tuple[Path, bool]:
-    """(folder for this invocation, whether it is a fresh stamped one under runs/reproduce)."""
-    if out is None:
-        folder = fresh_dir(Path("runs") / "reproduce" / stamp())
-        check_writable(folder, "the output folder")
-        return folder, True
-    folder = Path(out)
-    check_writable(folder)
-    taken = [folder / n for n in names if holds_files(folder / n) and not resumable(folder / n)]
-    taken += [folder / f for f in ("summary.md", "summary.csv") if len(names) > 1 and (folder / f).exists()]
-    if taken and not overwrite:
-        raise ConfigError(f"--out '{folder}' already holds results of an earlier run ('{taken[0]}'): "
-                          "choose a fresh folder (or leave --out out: each run gets its own folder "
-                          "under runs/reproduce), or pass --overwrite to replace them")
-    for path in taken:
-        if path.is_dir():
-            if not (path / "claims.json").is_file() and not (path / "runs").is_dir():
-                raise ConfigError(f"'{path}' holds files condlab did not write: choose another --out")
-            shutil.rmtree(path)  # --overwrite: no stale seed folders of the earlier run survive
-    return folder, False
-
-
-def resumable(experiment: Path) -> bool:
-    """An experiment folder that an interrupted sweep-based experiment left: only its sweeps
-    (OUT/NAME/sweeps/<sweep>), no claims.json yet. Running it again continues those sweeps (they
-    never retrain or overwrite a finished run) instead of being refused."""
-    return (experiment / "sweeps").is_dir() and {p.name for p in experiment.iterdir()} == {"sweeps"}
-
-
-def point_latest(folder: Path) -> Path:
-    """Make folder.parent/latest point at `folder` (a symlink, else a text file naming it)."""
-    link = folder.parent / "latest"
-    tmp = folder.parent / f".latest-{os.getpid()}"
-    try:
-        if link.exists() and not link.is_symlink():
-            raise OSError("not a symlink")
-        tmp.unlink(missing_ok=True)
-        os.symlink(folder.name, tmp, target_is_directory=True)
-        os.replace(tmp, link)
-        return link
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        from .records import atomic_write_text
-
-        atomic_write_text(folder.parent / "LATEST", f"{folder.name}\n")
-        return folder.parent / "LATEST"
 
 
 # ------------------------------------------------------------------------------------- memory
@@ -268,8 +127,20 @@ def estimate_text(estimate: dict[str, int]) -> str:
 
     if not estimate:
         return ""
-    return (f"; the largest batch needs about {size(estimate['memory'])} of memory, the new records "
+    text = (f"; the largest batch needs about {size(estimate['memory'])} of memory, the new records "
             f"about {size(estimate['disk'])} of disk")
+    if "seconds" in estimate:
+        text += (f", the training about {duration(estimate['seconds'])} on one CPU core (a rough estimate "
+                 "from runs x epochs x samples x parameters, not a measurement)")
+    return text
+
+
+def duration(seconds: float) -> str:
+    """'40 s', '12 min', '3.5 h', '2.1 days'."""
+    for unit, length in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= 2 * length:
+            return f"{seconds / length:.2g} {unit}"
+    return f"{max(seconds, 1):.0f} s"
 
 
 def available_bytes() -> int | None:
@@ -330,28 +201,3 @@ def check_amplitude_tol(tol: float | None) -> None:
     if tol is not None and not 0 <= tol < float("inf"):
         raise ConfigError(f"--amplitude-tol {tol} is not accepted: it must be a finite number >= 0 "
                           "(leave it out for one band per line)")
-
-
-def check_same_result(record: Path, settings: dict, overwrite: bool, command: str) -> None:
-    """The one output rule for a result file: absent, or written with the same `settings` (then
-    it is written again, the same), else refused unless --overwrite names the replacement."""
-    if not record.exists() or overwrite:
-        return
-    earlier = read_json(record)
-    before = earlier.get("settings") if isinstance(earlier, dict) else None
-    if before != settings:
-        differ = sorted(k for k in settings if not isinstance(before, dict) or before.get(k) != settings[k])
-        what = f"other settings ({', '.join(differ)})" if isinstance(before, dict) else "unknown settings"
-        raise ConfigError(f"'{record}' already holds a {command} result of {what}: choose another --out "
-                          "to keep it, or pass --overwrite to replace it")
-
-
-def read_json(path: Path) -> object:
-    """json.load with a one-line error naming the file."""
-    try:
-        return json.loads(Path(path).read_text())
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"'{path}' is not valid JSON ({err.msg} at line {err.lineno}): "
-                          "the file is corrupt; restore it or re-run the command that wrote it") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"'{path}' is not UTF-8 text: the file is corrupt") from None

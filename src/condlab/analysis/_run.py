@@ -100,11 +100,14 @@ class RunAnalysis:
             "model_rank": self.model_rank,
         }
 
-    def write(self, out: str | Path) -> Path:
-        """Write analysis.json (with provenance) and analysis.npz into `out`; returns the JSON path."""
+    def write(self, out: str | Path, settings: dict | None = None) -> Path:
+        """Write analysis.json (with provenance, and the `settings` it was made with: what
+        ``condlab analyze`` compares before writing into a folder again) and analysis.npz into
+        `out`; returns the JSON path."""
         out = Path(out)
         atomic_write_npz(out / "analysis.npz", self.arrays, compress=False)
-        atomic_write_json(out / "analysis.json", {**self.to_dict(), "provenance": provenance()})
+        extra = {} if settings is None else {"settings": settings}
+        atomic_write_json(out / "analysis.json", {**self.to_dict(), **extra, "provenance": provenance()})
         return out / "analysis.json"
 
 

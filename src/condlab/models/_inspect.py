@@ -165,12 +165,16 @@ def _safe_name(name: str) -> str:
 
 
 def write_report(report: InspectReport, out: str | Path, *, figures: bool = True,
-                 source: str = "") -> list[Path]:
-    """Write inspect.csv, inspect.json and (figures) cosine_LAYER.png into `out`; refuse to overwrite."""
+                 source: str = "", settings: dict | None = None, overwrite: bool = False) -> list[Path]:
+    """Write inspect.csv, inspect.json and (figures) cosine_LAYER.png into `out`.
+
+    The one output-folder rule (``condlab._outputs``): a folder holding an inspect result of other
+    `settings` (default: the `source`) is refused unless `overwrite`, any other result always."""
+    from .._outputs import check_same_result
+
     out = Path(out)
-    if (out / "inspect.json").exists():
-        raise ValueError(f"'{out}' already holds an inspect result (inspect.json): choose another --out "
-                         "or remove it first")
+    settings = {"source": source} if settings is None else settings
+    check_same_result(out / "inspect.json", settings, overwrite, "inspect")
     written: list[Path] = []
     shown_rows: dict[str, list[int]] = {}
     if figures:
@@ -189,7 +193,7 @@ def write_report(report: InspectReport, out: str | Path, *, figures: bool = True
     atomic_write_text(out / "inspect.csv", report.table.to_csv(index=False))
     parquet = write_parquet(report.table, out / "inspect.parquet")
     atomic_write_json(out / "inspect.json", {
-        "source": source, **report.to_dict(),
+        "source": source, **report.to_dict(), "settings": settings,
         "heatmap": {"max_rows": HEATMAP_ROWS, "seed": HEATMAP_SEED, "sampled_rows": shown_rows,
                     "sampling": "numpy.random.default_rng(seed).choice(m, max_rows, replace=False)"},
         "provenance": provenance()})

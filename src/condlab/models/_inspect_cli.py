@@ -6,6 +6,7 @@ The table and its files are ``condlab.models._inspect``'s; TensorBoard output is
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ._inspect import TOP_SHARES, InspectReport, inspect_model, write_report
@@ -42,12 +43,17 @@ def run_inspect(args: Any) -> int:
     import json
 
     from .._guards import check_count_options
+    from .._outputs import check_same_result
     from ..records import load_source
 
     check_count_options(args.penalty, args.negligible_mads, args.min_share)
     counting = {k: v for k, v in (("penalty", args.penalty),
                                   ("negligible_mads", args.negligible_mads),
                                   ("min_share", args.min_share)) if v is not None}
+    settings = {"source": str(Path(args.checkpoint).resolve()), "layers": args.layers, "heads": args.heads,
+                "counting": counting}
+    if args.out:  # the one output-folder rule, before the checkpoint is read
+        check_same_result(Path(args.out) / "inspect.json", settings, args.overwrite, "inspect")
     model, config = load_source(args.checkpoint, unsafe_pickle=args.unsafe_pickle)
     report = inspect_model(model, layers=args.layers, heads=args.heads, count_kwargs=counting, config=config)
     if args.tensorboard:
@@ -56,7 +62,8 @@ def run_inspect(args: Any) -> int:
         write_inspect(report, args.tensorboard)
     written = []
     if args.out:
-        written = write_report(report, args.out, figures=not args.no_figures, source=str(args.checkpoint))
+        written = write_report(report, args.out, figures=not args.no_figures, source=str(args.checkpoint),
+                               settings=settings, overwrite=args.overwrite)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, default=str))
     else:

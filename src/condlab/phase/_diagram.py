@@ -158,7 +158,7 @@ def load_diagram_spec(path: str | Path, cls: type[DiagramSpec] = DiagramSpec) ->
 
 def check_ranges(spec: DiagramSpec, where: str) -> None:
     """Refuse, with one line naming the value, what would fail (or train nothing) later."""
-    from .._names import check_name
+    from .._outputs import check_name
     from ..training import ConfigError
 
     def bad(key: str, value: Any, rule: str) -> ConfigError:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .._display import ShownAsPage
-from .._names import folder_for
+from .._outputs import folder_for
 from ..records import atomic_write_json, atomic_write_text, provenance
 from ..sweeps import csv_text
 from ._diagram import (

@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+RESULT_META = "condlab-result"  # <meta name=...>: the result folder a page shows
 GENERATOR = "condlab report"   # <meta name="generator">: marks a file `condlab report` may replace
 CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
        "base-uri 'none'; form-action 'none'")
@@ -200,13 +201,15 @@ def body(ids: Ids, content: str) -> str:
             f"<style>{_asset('report.css')}</style><script>{_asset('report.js')}</script>")
 
 
-def page(title: str, ids: Ids, content: str) -> str:
-    """A whole HTML document that opens from disk and fetches nothing."""
+def page(title: str, ids: Ids, content: str, result: str = "") -> str:
+    """A whole HTML document that opens from disk and fetches nothing; `result`: which folder
+    it shows (a <meta name="condlab-result">: what a second `condlab report --out` compares)."""
     from .._version import __version__
 
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             f'<meta name="generator" content="{GENERATOR} {esc(__version__)}">'
+            f'<meta name="{RESULT_META}" content="{esc(result)}">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{esc(title)}</title><style>{_asset('report.css')}</style></head><body>"
             f'<div class="clr" id="{ids.prefix}">{content}</div>'

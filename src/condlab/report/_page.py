@@ -101,31 +101,54 @@ def _draw(ids: h.Ids, content: str) -> str:
 def render_page(path: str | Path) -> str:
     """The whole self-contained HTML page for the result in folder `path`."""
     title, ids, content = build(Path(path))
-    return h.page(title, ids, content)
+    return h.page(title, ids, content, result=result_id(path))
 
 
-def check_replaceable(out: Path) -> None:
-    """Refuse to write over a file that is not an earlier condlab report (nothing a user has is lost)."""
+def result_id(path: str | Path) -> str:
+    """Which result folder a page shows, as a hash of its absolute path (a shared page names no
+    folder of its author's machine)."""
+    import hashlib
+
+    return hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:16]
+
+
+def check_replaceable(out: Path, path: Path | None = None, overwrite: bool = False) -> None:
+    """The one output rule for a page (``condlab._outputs``): a new file; an earlier condlab
+    report of the same result (`path`), replaced; of another result, only with `overwrite`; any
+    other file never (nothing a user has is lost). No `path`: the page in the result's own
+    folder (PATH/report.html), of that result wherever the folder was moved."""
+    import html
+    import re
+
+    from .._outputs import check_same_result
+
     if out.is_dir():
         raise ValueError(f"--out '{out}' is a folder: give a file name, e.g. {out / 'report.html'}")
     if not out.exists():
         return
     with open(out, "rb") as fh:
-        head = fh.read(2048)
-    if f'name="generator" content="{h.GENERATOR}'.encode() not in head:
-        raise ValueError(f"'{out}' exists and is not a condlab report: choose another --out, or move it")
+        head = fh.read(4096).decode("utf-8", "replace")
+    if f'name="generator" content="{h.GENERATOR}' not in head:
+        raise ValueError(f"'{out}' exists and is not a condlab report: choose another --out, or move it "
+                         "(a file condlab did not write is never replaced, not even with --overwrite)")
+    if path is not None:
+        shown = re.search(f'<meta name="{h.RESULT_META}" content="([^"]*)">', head)
+        before = {"result": html.unescape(shown.group(1)) if shown else None}
+        check_same_result(out, {"result": result_id(path)}, overwrite, "report", before=before,
+                          folder=False)
 
 
-def write_report(path: str | Path, out: str | Path | None = None) -> Path:
+def write_report(path: str | Path, out: str | Path | None = None, overwrite: bool = False) -> Path:
     """Write the page for the result in `path` to `out` (default PATH/report.html), atomically.
 
-    An earlier condlab report there is replaced; any other file is refused.
+    An earlier condlab report of the same result there is replaced, one of another result only
+    with `overwrite`; any other file is refused.
     """
     from ..records import atomic_write_text
 
     path = Path(path)
     target = Path(out) if out is not None else path / "report.html"
-    check_replaceable(target)
+    check_replaceable(target, path if out is not None else None, overwrite)  # PATH/report.html: its own
     text = render_page(path)
     atomic_write_text(target, text)
     return target

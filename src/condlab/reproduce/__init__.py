@@ -20,6 +20,7 @@ _EXPORTS = {
     "check_data_dir": "._runner",
     "reproduce": "._runner",
     "reproduce_all": "._runner",
+    "seed_grid": "._runner",
     "summary_rows": "._claims",
     "unknown": "._runner",
     "write_summary": "._claims",

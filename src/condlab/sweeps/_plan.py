@@ -31,13 +31,14 @@ from typing import Any
 
 import yaml
 
-from .._names import check_name
+from .._outputs import check_name
 from ..training import Config, ConfigError, assign_key
 from ._hash import (  # noqa: F401  (re-exported: the sweep engine and phase diagrams use them)
     BATCHED,
     BATCHED_KEYS,
     HASH_CHARS,
     HASH_VERSION,
+    UNHASHED_KEYS,
     batch_key,
     canonical_json,
     clone_tree,
@@ -145,6 +146,7 @@ def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, yes: bool = Fa
             alone += [single for single, _, _ in found]
         for single, h, batch in found:
             if h in runs:
+                _check_same_identity(name, runs[h].config, single)
                 duplicates += 1
                 continue
             runs[h] = PlannedRun(h, batch, {}, single)
@@ -155,6 +157,19 @@ def make_plan(raw: dict[str, Any], base_dir: Path = Path("."), *, yes: bool = Fa
     for r in planned:
         batches.setdefault(r.batch, []).append(r.hash)
     return Plan(name, planned, columns, duplicates, batches, task)
+
+
+def _check_same_identity(name: str, earlier: dict[str, Any], single: dict[str, Any]) -> None:
+    """Two points with one hash are one run: refuse them when they differ in a key left out of the
+    hash (train.device, ...), which would otherwise be merged without a word (one trained, the
+    other's value lost)."""
+    for key in UNHASHED_KEYS:
+        a, b = _get(earlier, key), _get(single, key)
+        if a != b:
+            raise ConfigError(f"sweep {name}: {key}={a!r} and {key}={b!r} make the same run: {key} does "
+                              "not change a run's result, so it is not part of its identity (hash) and "
+                              f"the points would be merged into one; set {key} once (in base or set:), "
+                              "not as an axis")
 
 
 def _task(task: Any) -> str:

@@ -22,6 +22,9 @@ import numpy as np
 FINISHED = ("complete", "diverged")  # a run with either status is never trained again
 WRITERS = 1  # threads writing a batch's run files while its runs are measured (0: none)
 STEP_OVERHEAD = 2e5  # a training step's fixed cost in batch_cost's units, measured roughly
+# batch_cost's units one CPU core gets through per second, roughly (a step's overhead ~0.1 ms):
+# the dry run's time estimate, good to within a factor of a few, not a measurement
+COST_PER_SECOND = 2e9
 
 
 @dataclass

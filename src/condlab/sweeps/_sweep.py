@@ -29,7 +29,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from .._display import ShownAsPage
-from .._names import folder_for
+from .._outputs import folder_for
 from ..training import ConfigError
 from . import _local, _ray  # noqa: F401  (the built-in executors: each file registers its class)
 from ._executors import EXECUTORS, OPTION_FLAGS, Executor
@@ -79,7 +79,8 @@ class SweepResult(ShownAsPage):
     tables: list[Path | str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     damaged: dict[str, str] = field(default_factory=dict)  # run folder -> why it is trained again
-    estimate: dict[str, int] = field(default_factory=dict)  # dry run: bytes of memory (largest batch), disk
+    # dry run: bytes of memory (largest batch) and disk, seconds of training (rough)
+    estimate: dict[str, int] = field(default_factory=dict)
 
     def damage_lines(self) -> list[str]:
         """One line per finished-looking run whose record was damaged (it is trained again)."""
@@ -114,6 +115,7 @@ def sweep(
     cpus_per_batch: int | None = None,
     return_runs: bool = False,
     yes: bool = False,
+    overwrite: bool = False,
 ) -> SweepResult:
     """Train every run of a sweep spec that is not finished in `out`; write the results table.
 
@@ -122,11 +124,13 @@ def sweep(
     per batch on the cluster at `address`; `cpus_per_batch`, `return_runs`: see docs/sweeps.md,
     "Running on a cluster"), or an executor object. `dry_run` plans and counts without writing
     or training anything. A spec of more than ``MAX_RUNS`` runs (counted before any is planned)
-    is refused unless `yes`.
+    is refused unless `yes`. An `out` holding a sweep of another spec is refused unless
+    `overwrite` (its finished runs with the same settings are reused, the table lists this
+    spec's runs, the earlier spec is kept as spec-<time>.yaml); another kind of result, always.
     """
     options = {"address": address, "cpus_per_batch": cpus_per_batch, "return_runs": return_runs}
     with _old_objects_frozen():
-        return _sweep(spec, out, executor, options, dry_run, progress, yes)
+        return _sweep(spec, out, executor, options, dry_run, progress, yes, overwrite)
 
 
 @contextmanager
@@ -146,17 +150,16 @@ def _old_objects_frozen():
 
 
 def _sweep(spec: str | Path | dict[str, Any], out: str | Path | None, executor: str | Executor,
-           options: dict[str, Any], dry_run: bool, progress: bool | None, yes: bool = False) -> SweepResult:
+           options: dict[str, Any], dry_run: bool, progress: bool | None, yes: bool = False,
+           overwrite: bool = False) -> SweepResult:
     start = time.perf_counter()
     raw, text, base_dir = load_spec(spec)
     plan = make_plan(raw, base_dir, yes=yes)
     runner = make_executor(executor, **options)
     default = None if out is not None else folder_for("runs", plan.name, "sweep name", "sweep-{}")
     storage = open_storage(out if out is not None else default)
-    if isinstance(storage, LocalStorage):  # a sweep extends a sweep (a new spec adds runs), nothing else
-        from .._guards import check_result_folder
-
-        check_result_folder(storage.root, "sweep", True, False)
+    if isinstance(storage, LocalStorage):  # the one output-folder rule
+        _check_folder(storage.root, text, overwrite)
     if dry_run:
         damaged: dict[str, str] = {}
         done_rows, todo = _pending(plan, storage, damaged)
@@ -164,9 +167,11 @@ def _sweep(spec: str | Path | dict[str, Any], out: str | Path | None, executor: 
                              pending=sum(len(b.runs) for b in todo), damaged=damaged)
         if not plan.task and todo:  # condlab.train batches: what they will need
             from .._guards import batch_estimates
+            from ._run import COST_PER_SECOND
 
             memory, disk = batch_estimates([(b.config, len(b.runs)) for b in todo])
-            result.estimate = {"memory": memory, "disk": disk}
+            seconds = sum(b.cost for b in todo) / COST_PER_SECOND
+            result.estimate = {"memory": memory, "disk": disk, "seconds": round(seconds)}
         result.seconds = time.perf_counter() - start
         return result
     runner.connect()  # an unreachable cluster fails here, before anything is written
@@ -188,6 +193,27 @@ def _sweep(spec: str | Path | dict[str, Any], out: str | Path | None, executor: 
         runner.close()
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _check_folder(root: Path, text: str, overwrite: bool) -> None:
+    """A sweep goes into a new or empty folder, or one holding a sweep of the same spec (read as
+    YAML: comments and layout aside), which it resumes; a sweep of another spec only with
+    `overwrite` (its finished runs of the same settings are reused, its spec kept as
+    spec-<time>.yaml); another kind of result never."""
+    import yaml
+
+    from .._outputs import check_result_folder, differing
+
+    earlier = root / "spec.yaml"
+    try:
+        before = yaml.safe_load(earlier.read_text()) if earlier.is_file() else None
+    except (yaml.YAMLError, UnicodeDecodeError):
+        before = None
+    now = yaml.safe_load(text)
+    differ = [] if not earlier.is_file() or before == now else differing(before, now if isinstance(
+        now, dict) else {})
+    check_result_folder(root, "sweep", not differ, overwrite, differ=[f"spec.yaml: {', '.join(differ)}"]
+                        if differ else (), resume="run the same spec to resume it")
 
 
 def _pending(plan: Plan, storage: Any, damaged: dict[str, str]) -> tuple[dict[str, Any], list[Batch]]:

@@ -49,6 +49,7 @@ _EXPORTS = {
     "make_cifar_net": "._cnn",
     "make_dataset": "._data",
     "preset": "._presets",
+    "read_checkpoint": "._checkpoint",
     "resume": "._api",
     "run_config": "._api",
     "snapshot_epochs": "._config",

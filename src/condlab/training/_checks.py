@@ -47,7 +47,7 @@ def is_builtin_activation(name: str) -> bool:
     return ACTIVATION_ALIASES.get(key, key) in BUILTIN_ACTIVATIONS
 
 
-# A name (config `name`, a spec's `name:`) becomes a folder: a name, never a path (condlab._names)
+# A name (config `name`, a spec's `name:`) becomes a folder: a name, never a path (condlab._outputs)
 NAME_MAX = 100  # characters: a folder name plus a stamp stays far below the file systems' 255 bytes
 NAME_RULE = (f"a name is 1-{NAME_MAX} printable characters, without '/', '\\' or '..', "
              "not starting with '.' or '-'")
