@@ -1,19 +1,142 @@
-"""The ``condlab`` commands that read records: ``analyze``, ``reduce`` and ``report``.
+"""The ``condlab`` commands that write and read run records: ``config``, ``train``, ``sweep``,
+``analyze``, ``reduce`` and ``report`` (their parser is in _cli).
 
-Both take a run folder or a batch folder (one with batch.json: every run of it); ``analyze``
-reports one corrupt run of a batch and goes on with the others.
+analyze and reduce take a run folder or a batch folder (one with batch.json: every run of it);
+``analyze`` reports one corrupt run of a batch and goes on with the others.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
 import sys
 from pathlib import Path
 
-from .training import ConfigError
+from .training import Config, ConfigError
 
 EXIT_BAD_INPUT = 2  # every command's exit status for input it cannot take (_cli uses it too)
+EXIT_DIVERGED, EXIT_INTERRUPTED = 3, 130
+
+
+def _load_config(args: argparse.Namespace) -> Config:
+    from .training import preset
+
+    if args.config and args.preset:
+        raise ConfigError("give a config file or --preset, not both")
+    cfg = preset(args.preset) if args.preset else (
+        Config.from_file(args.config) if args.config else Config())
+    extra = list(args.overrides)
+    if args.seeds is not None:
+        extra.append(f"train.seeds={args.seeds}")
+    for key, value in (("device", args.device), ("dtype", args.dtype), ("epochs", args.epochs)):
+        if value is not None:
+            extra.append(f"train.{key}={value}")
+    return cfg.with_overrides(extra) if extra else cfg
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    print(_load_config(args).to_json())
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from ._outputs import folder_for, fresh_dir, train_folder
+    from .sweeps import UNHASHED_KEYS
+    from .training import resume, train
+
+    if args.resume:
+        return cmd_resume(args)
+    cfg = _load_config(args)
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out) if args.out else fresh_dir(folder_for("runs", cfg.name, "name", "{}-" + stamp))
+    state = train_folder(out, cfg.to_dict(), args.overwrite, UNHASHED_KEYS)  # the one output-folder rule
+    progress = not args.no_progress and sys.stderr.isatty()
+    if state == "done":
+        print(f"'{out}' already holds this config's batch, complete: nothing trained "
+              f"(batch.json lists its runs; --overwrite trains it again)", file=sys.stderr)
+        if args.json:
+            print((out / "batch.json").read_text())
+        return 0
+    if state == "resume":
+        return _train_outcome(args, out, resume(out, progress=progress))
+    # an empty folder, one of other settings with --overwrite: replaced (stale run folders removed)
+    result = train(cfg, out=out, progress=progress, overwrite=True)
+    return _train_outcome(args, out, result)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """`condlab train --resume DIR`: continue a batch from DIR/checkpoint.pt."""
+    from .training import resume
+
+    conflicts = _resume_conflicts(args)
+    if conflicts:
+        raise ConfigError(f"--resume continues the saved config: drop {conflicts}")
+    out = Path(args.resume)
+    result = resume(out, progress=not args.no_progress and sys.stderr.isatty())
+    return _train_outcome(args, out, result)
+
+
+def _train_outcome(args: argparse.Namespace, out: Path, result) -> int:
+    if args.json:
+        print((out / "batch.json").read_text())
+    else:
+        _print_runs(result)
+    for run in result.runs:
+        if run.status == "diverged":
+            print(f"condlab: error: run {run.path.name} diverged: loss not finite at epoch "
+                  f"{run.diverged_epoch}; snapshots before it are kept", file=sys.stderr)
+    if any(r.status == "interrupted" for r in result.runs):
+        print(f"condlab: interrupted; what was recorded is in {out}; continue with "
+              f"`condlab train --resume {out}`", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_DIVERGED if any(r.status == "diverged" for r in result.runs) else 0
+
+
+def _resume_conflicts(args: argparse.Namespace) -> str:
+    """The config options given with --resume (which takes its config from the checkpoint)."""
+    given = [name for name, value in (("a config file", args.config), ("--preset", args.preset),
+                                      ("--set", args.overrides), ("--seeds", args.seeds),
+                                      ("--device", args.device), ("--dtype", args.dtype),
+                                      ("--epochs", args.epochs), ("--out", args.out)) if value]
+    return ", ".join(given)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from ._guards import estimate_text
+    from .sweeps import sweep
+
+    result = sweep(args.spec, out=args.out, executor=args.executor, address=args.address,
+                   dry_run=args.dry_run, progress=not args.no_progress and sys.stderr.isatty(),
+                   cpus_per_batch=args.cpus_per_batch, return_runs=args.return_runs, yes=args.yes,
+                   overwrite=args.overwrite)
+    for line in result.damage_lines():
+        print(f"condlab: warning: {line}", file=sys.stderr)
+    if args.dry_run:
+        batches = len({r.batch for r in result.plan.runs})
+        print(f"sweep {result.plan.name}: {len(result.plan.runs)} runs in {batches} batches; "
+              f"{result.skipped} already done, {result.pending} to train{estimate_text(result.estimate)} "
+              "(dry run: nothing written)")
+        return 0
+    for error in result.errors:
+        print(f"condlab: error: {error}", file=sys.stderr)
+    print(json.dumps(result.rows, indent=2, default=str) if args.json else result.summary())
+    if result.interrupted:
+        print(f"condlab: interrupted; finished runs are kept in {result.out}; run again to resume",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_DIVERGED if result.failed else 0
+
+
+def _print_runs(result) -> None:
+    print(f"{'run':<24} {'lr':>9} {'init_std':>9} {'loss@0':>10} {'loss@end':>10} {'70%-epoch':>9}  status")
+    for run in result.runs:
+        end = run.meta["last_epoch"]
+        stage = "-" if run.initial_stage_epoch is None else str(run.initial_stage_epoch)
+        print(f"{run.path.name:<24} {run.spec.lr:>9.3g} {run.spec.init_std:>9.3g} "
+              f"{run.loss[0]:>10.4g} {run.loss[end]:>10.4g} {stage:>9}  {run.status}")
+    print(f"{len(result.runs)} runs trained as one batch in {result.seconds:.1f} s; "
+          f"records in {result.out}")
 
 
 def _run_dirs(path: Path) -> list[Path]:
