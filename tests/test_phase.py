@@ -157,6 +157,7 @@ def _small_spec(**kw) -> DiagramSpec:
     return DiagramSpec("test", base.gammas, base.gamma_primes, [100, 300, 1000], [0], **kw)
 
 
+@pytest.mark.slow  # 14 s: a 3-width diagram trained and judged: `make test-slow` (CI runs it)
 def test_small_diagram_agrees_with_the_theory_and_schemes_sit_in_the_talks_regimes(tmp_path):
     res = phase_diagram(_small_spec(), out=tmp_path)
     assert res.agreement["counted"] == 25
