@@ -35,7 +35,8 @@ def main() -> None:
     for threads in args.threads:
         torch.set_num_threads(threads)
         # untimed warm-up: first-call costs (imports, thread pools) would land on the first width
-        train3_to_convergence(min(args.widths), [scales3(2.0, 0.0, min(args.widths))], [0], max_steps=2, tol=0.0)
+        m0 = min(args.widths)
+        train3_to_convergence(m0, [scales3(2.0, 0.0, m0)], [0], max_steps=2, tol=0.0)
         for m in args.widths:
             runs = max(1, min(8, MAX_ELEMENTS // (2 * m * m)))
             sc = [scales3(2.0, 0.0, m)] * runs   # condensed: no run converges within --steps

@@ -139,7 +139,7 @@ def _wide_run(tmp_path, width: int, epochs: int):
     return condlab.train(cfg, out=tmp_path / "b", progress=False)[0]
 
 
-@pytest.mark.slow  # 17 s: a whole m = 20,000 analysis with figures under a memory cap: `make test-slow` (CI runs it)
+@pytest.mark.slow  # 17 s, a whole m = 20,000 analysis with figures: `make test-slow` (CI runs it)
 def test_analyze_m20000_with_figures_fits_in_2_gib(tmp_path):
     """Claim: `condlab analyze` with figures at m = 2e4 runs under a 2 GiB address-space budget
     (the 0.1.0 heat map alone built a 2e4 x 2e4 float64 matrix: 3.2 GB)."""
