@@ -427,7 +427,11 @@ def test_cli_layers_3_runs_a_spec_and_rejects_what_it_cannot_do(tmp_path, capsys
     assert main([*args, "--json", "--dry-run"]) == 0
     assert json.loads(capsys.readouterr().out) == {"diagram": json.loads(
         (tmp_path / "o" / "claims.json").read_text())["spec"]["name"], "runs": 2, "batches": 2, "done": 2,
-        "to_train": 0, "dry_run": True}
+        "to_train": 0, "estimated_seconds": 0.0, "dry_run": True}  # nothing left: no time
+    # a fresh folder: the rough estimate counts every run, and the text says it is an estimate
+    assert main([*args[:-3], "--out", str(tmp_path / "fresh"), "--dry-run"]) == 0
+    said = capsys.readouterr().out
+    assert "2 to train, about " in said and "rough estimate" in said and not (tmp_path / "fresh").exists()
 
 
 @pytest.mark.experiment

@@ -34,6 +34,9 @@ class Depth:
     shared: tuple[str, ...]             # the settings in a batch's config (one value per batch)
     elements: Callable[[int, int, int], int]    # one run's array elements (m, copies, points)
     cost: Callable[[int, int], float]   # a batch's weight on the progress bar (m, runs)
+    # seconds of one core per unit of cost: a dry run's rough time estimate, from the step times
+    # and typical steps to convergence of docs/phase_diagram.md ("Cost"; measured at load ~8.5)
+    seconds_per_cost: float
     rescaled: Callable[[float, Any], float] | None  # t_bar of a run (time, scales); two layers only
     fit: Callable[[list[dict[str, Any]]], list]     # finished rows -> fits (per point, or per layer)
     judge: Callable[[list], dict[str, Any]]         # fits -> the result's verdict fields
@@ -80,6 +83,7 @@ TWO = Depth(
     shared=("width", "activation", "asi", "x", "y", "tol", "max_steps", "c"),
     elements=lambda m, copies, n: m * copies * n,         # the (runs, points, neurons) arrays
     cost=lambda m, runs: 1000.0 * runs * (m + 200),
+    seconds_per_cost=5e-9,   # ~450 steps of 1.15 ms per 10^5 neurons (the compiled step)
     rescaled=rescaled_time, fit=fit_points, judge=judge2, claims=claims2, account=account2,
     figures=figures2,
     regime_columns=("gamma", "gamma_prime", "scheme", "slope", "slope_se", "residual", "widths", "runs",
@@ -91,6 +95,7 @@ THREE = Depth(
     shared=("width", "asi", "x", "y", "tol", "max_steps", "c"),  # ReLU only: no activation (nor in the hash)
     elements=lambda m, copies, n: m * m * copies,          # the W2-sized arrays
     cost=lambda m, runs: 300.0 * runs * (m * m + 3000),
+    seconds_per_cost=1.7e-8,  # ~250 steps of 21 ms at m = 1024, growing as m^2
     rescaled=None, fit=fit_layers, judge=judge3, claims=claims3, account=account3, figures=figures3,
     regime_columns=("gamma", "gamma_prime", "gamma2", "scheme", "layer", "slope", "slope_se", "residual",
                     "widths", "runs", "at_cap", "measured", "two_layer", "distance", "near_boundary",

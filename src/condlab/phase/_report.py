@@ -113,7 +113,7 @@ def phase_diagram_cli(args) -> int:
 
 def _dry_run(spec: DiagramSpec, out: Path, args) -> int:
     """``phase-diagram --dry-run``: count the runs and those done in `out`; write nothing."""
-    from .._guards import check_result_folder
+    from .._guards import check_result_folder, duration
     from ..sweeps import finished_row
     from ._diagram import plan_diagram
 
@@ -121,13 +121,19 @@ def _dry_run(spec: DiagramSpec, out: Path, args) -> int:
     same = earlier.is_file() and earlier.read_text() == spec_yaml(spec)
     check_result_folder(out, "phase diagram", same, args.overwrite)
     plan, batches = plan_diagram(spec, args.yes)
-    done = sum(finished_row(out / "runs" / r.hash) is not None for r in plan.runs)
+    finished = {r.hash for r in plan.runs if finished_row(out / "runs" / r.hash) is not None}
+    done = len(finished)
+    cost = sum(b.cost * sum(h not in finished for h, _ in b.runs) / len(b.runs) for b in batches)
+    seconds = cost * spec.depth.seconds_per_cost
     if args.json:
         print(json.dumps({"diagram": spec.name, "runs": len(plan.runs), "batches": len(batches),
-                          "done": done, "to_train": len(plan.runs) - done, "dry_run": True}, indent=2))
+                          "done": done, "to_train": len(plan.runs) - done, "estimated_seconds": seconds,
+                          "dry_run": True}, indent=2))
         return 0
     print(f"diagram {spec.name}: {len(plan.runs)} runs in {len(batches)} batches; {done} already done, "
-          f"{len(plan.runs) - done} to train (dry run: nothing written)")
+          f"{len(plan.runs) - done} to train, about {duration(seconds)} on one CPU core (a rough estimate "
+          "from measured step times and typical steps to convergence, not a measurement; dry run: "
+          "nothing written)")
     return 0
 
 
