@@ -152,6 +152,7 @@ def _build_more(w: Path) -> None:
     torch.save({"fc.weight": torch.randn(4, 0), "fc2.weight": torch.randn(3, 4)}, w / "ckpt/cols0.pt")
     torch.save({"fc.weight": torch.randn(4, 4), "fc.bias": torch.randn(3)}, w / "ckpt/bias.pt")
     torch.save({"fc.weight": torch.randn(5, 4, dtype=torch.complex64)}, w / "ckpt/complex.pt")
+    torch.save({"w": torch.randn(5, 4, dtype=torch.complex64)}, w / "ckpt/complex_unnamed.pt")
     shutil.copytree(w / "runs/earlier/seed0", w / "reduced/seed0")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -433,6 +434,8 @@ CASES = [
      ["skipped fc", "(4, 0)", "no rows or no columns"], ""),
     ("inspect-bias-length", ["inspect", "ckpt/bias.pt"], 0, ["skipped fc", "bias of 3"], ""),
     ("inspect-complex", ["inspect", "ckpt/complex.pt"], 0, ["skipped fc", "complex", "not accepted"], ""),
+    ("inspect-complex-unnamed", ["inspect", "ckpt/complex_unnamed.pt"], 0,
+     ["skipped (root)", "w", "no rule"], ""),
     # --- reproduce --executor does what it says or is refused
     ("reproduce-ray-fig3", ["reproduce", "fig3", "--quick", "--executor", "ray"], 2,
      ["--executor ray", "'fig3'", "facilitators"], ""),

@@ -341,7 +341,7 @@ def _from_state_dict(state: Mapping[str, Tensor], heads: int | None,
             else:
                 parts[label] = got
                 order.append(label)
-        elif any(isinstance(v, Tensor) and v.is_floating_point() for v in g.values()):
+        elif any(isinstance(v, Tensor) and (v.is_floating_point() or v.is_complex()) for v in g.values()):
             found.skipped.append(Skipped(label, f"parameters {', '.join(g)}: no rule for these names"))
     by_name = _roles(parts, lambda blk: known, sorted(attention))
     specs = [s for item in order for s in (item if isinstance(item, list) else by_name[item])]
