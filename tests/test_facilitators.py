@@ -69,7 +69,7 @@ def test_the_task_measures_each_run_at_its_exact_stage_end_and_a_diverged_run_no
 
 
 def test_an_interrupted_facilitators_folder_is_continued_and_a_finished_one_refused(tmp_path):
-    from condlab._guards import reproduce_out
+    from condlab._outputs import reproduce_out
 
     (tmp_path / "facilitators" / "sweeps" / "lr").mkdir(parents=True)
     assert reproduce_out(str(tmp_path), ["facilitators"], overwrite=False) == (tmp_path, False)

@@ -12,7 +12,8 @@ import pytest
 
 from condlab import Config
 from condlab._cli import main
-from condlab._guards import check_memory, point_latest, reproduce_out, train_bytes
+from condlab._guards import check_memory, train_bytes
+from condlab._outputs import point_latest, reproduce_out
 from condlab.records._io import atomic_write_text
 from condlab.training._api import run_name, run_specs
 

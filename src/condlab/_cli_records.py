@@ -141,7 +141,7 @@ def _print_runs(result) -> None:
 
 def _run_dirs(path: Path) -> list[Path]:
     """A run directory, or every run of a batch directory (one with batch.json)."""
-    from ._guards import read_json
+    from ._outputs import read_json
 
     if not path.is_dir():
         raise ConfigError(f"'{path}' is not a folder: give a run folder or a batch folder "
@@ -318,7 +318,8 @@ def _print_analysis(analysis, out: Path | None, figures: list[Path]) -> None:
 
 
 def cmd_reduce(args: argparse.Namespace) -> int:
-    from ._guards import check_amplitude_tol, check_same_result
+    from ._guards import check_amplitude_tol
+    from ._outputs import check_same_result
     from .analysis import reduce
     from .records import atomic_write_json, atomic_write_npz, load_run, provenance
 

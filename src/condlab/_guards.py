@@ -13,21 +13,6 @@ import pickle
 import zipfile
 from pathlib import Path
 
-from ._outputs import (  # noqa: F401  (the output-folder rule: re-exported for its users)
-    check_fresh_out,
-    check_result_folder,
-    check_same_result,
-    check_writable,
-    fresh_dir,
-    holds_files,
-    point_latest,
-    read_json,
-    remove_stale_runs,
-    reproduce_out,
-    result_kind,
-    resumable,
-    stamp,
-)
 from .training import Config, ConfigError, snapshot_epochs
 
 _ERRNO_HINTS = {

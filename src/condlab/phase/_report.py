@@ -51,7 +51,7 @@ def phase_diagram(spec: DiagramSpec, *, out: str | Path, executor: str = "local"
     for two layers, rescaled_time.png/.svg); see docs/phase_diagram.md. An `out` holding another
     kind of result is refused, one holding a diagram of another spec unless `overwrite`.
     """
-    from .._guards import check_result_folder
+    from .._outputs import check_result_folder
 
     earlier = Path(out) / "spec.yaml"
     same = earlier.is_file() and earlier.read_text() == spec_yaml(spec)
@@ -113,7 +113,8 @@ def phase_diagram_cli(args) -> int:
 
 def _dry_run(spec: DiagramSpec, out: Path, args) -> int:
     """``phase-diagram --dry-run``: count the runs and those done in `out`; write nothing."""
-    from .._guards import check_result_folder, duration
+    from .._guards import duration
+    from .._outputs import check_result_folder
     from ..sweeps import finished_row
     from ._diagram import plan_diagram
 

@@ -23,7 +23,7 @@ VERDICT_COLUMNS = ["claim", "statement", "expected", "verdict", "pairs", "reason
 
 def read_claims(folder: Path) -> dict[str, Any]:
     """An experiment's claims.json, or a one-line error naming it."""
-    from .._guards import read_json
+    from .._outputs import read_json
 
     data = read_json(folder / "claims.json")
     if not isinstance(data, dict) or not isinstance(data.get("claims"), list):

@@ -209,7 +209,7 @@ BATCH_COLUMNS = ["dir", "seed", "init_std", "lr", "weight_decay", "momentum", "d
 
 def batch_body(ids: h.Ids, folder: Path) -> str:
     """The page of a `condlab train` batch: its runs' table and loss curves, and the first runs in detail."""
-    from .._guards import read_json
+    from .._outputs import read_json
     from ..records import load_run
 
     batch = read_json(folder / "batch.json")

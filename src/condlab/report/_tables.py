@@ -82,7 +82,7 @@ def sweep_folder_body(ids: h.Ids, folder: Path) -> str:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    from .._guards import read_json
+    from .._outputs import read_json
 
     data = read_json(path)
     if not isinstance(data, dict):

@@ -114,7 +114,7 @@ def train(
     An `out` that already holds files is refused (as ``condlab train --out`` does), unless
     `overwrite` (then the run folders of an earlier batch there are replaced or removed).
     """
-    from .._guards import check_fresh_out, remove_stale_runs
+    from .._outputs import check_fresh_out, remove_stale_runs
 
     cfg = _as_config(config)
     if runs is not None and out is not None:
