@@ -251,3 +251,19 @@ def test_the_count_worker_imports_no_torch() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**__import__("os").environ, "PYTHONPATH": src})
     assert out.stdout.strip() == "False"
+
+
+def test_a_worker_that_cannot_start_leaves_the_count_here(tmp_path: Path, monkeypatch) -> None:
+    import subprocess
+
+    from condlab.models import _count_worker
+
+    def no_process(*args, **kwargs):
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(_count_worker.subprocess, "Popen", no_process)
+    with pytest.warns(RuntimeWarning, match="count worker did not start"):
+        rows = _rows(True, tmp_path)
+    monkeypatch.setattr(_count_worker.subprocess, "Popen", subprocess.Popen)
+    pd = pytest.importorskip("pandas")
+    pd.testing.assert_frame_equal(rows, _rows(False, tmp_path))

@@ -117,8 +117,12 @@ class Tracker:
         if background:
             from ._count_worker import CountWorker
 
-            self._worker = CountWorker()
-            weakref.finalize(self, self._worker.close)
+            try:
+                self._worker = CountWorker()
+                weakref.finalize(self, self._worker.close)
+            except OSError as err:  # no process could be started: the count runs here
+                warnings.warn(f"condlab.Tracker: the count worker did not start ({err}); counting in "
+                              "the training process", RuntimeWarning, stacklevel=2)
         self._measure(None)
 
     def _meta(self) -> dict[str, Any]:
@@ -141,11 +145,13 @@ class Tracker:
         for lay in found.layers:
             ok = bool(torch.isfinite(lay.weight).all())
             job.layers.append((lay.name, lay.kind, lay.shape, lay.note, ok))
+            W = lay.weight.detach()
+            sent = W.to("cpu", torch.float64).numpy() if send and ok else None
             if ok:  # non-finite weights are recorded, not counted: the user's loop goes on
-                W = lay.weight.detach()
-                job.weights.append(W.to("cpu", torch.float64).numpy() if send else W)
+                job.weights.append(sent if send else W)
             if lay.head is None and (self.snapshots or self.writer is not None):
-                job.snaps[lay.name] = lay.weight.detach().float().cpu().numpy()
+                # from the copy already on the CPU, if there is one: one device transfer a layer
+                job.snaps[lay.name] = sent.astype(np.float32) if sent is not None else W.float().cpu().numpy()
         return job
 
     def _measure(self, epoch: Any) -> None:
