@@ -237,3 +237,30 @@ def test_the_code_fingerprint_covers_all_of_condlab_and_changes_with_any_file(tm
         fh.write("# a local change\n")
     other = subprocess.run(ask, capture_output=True, text=True, env={"PYTHONPATH": str(tmp_path)}, check=True)
     assert other.stdout.strip() != code_fingerprint()
+
+
+def test_an_object_store_prefix_follows_the_one_output_folder_rule(tmp_path):
+    # claim: as for a local folder, a prefix holding a sweep of another spec is refused naming
+    # --overwrite (nothing written), with --overwrite its spec is kept as spec-<time>.yaml; a
+    # prefix holding files condlab did not write, or a phase diagram, is never used
+    pytest.importorskip("pyarrow")
+    store = tmp_path / "store"
+    condlab.sweep({**SMALL, "grid": {"model.width": [8]}, "seeds": {"init": 1}}, out=_arrow(store), progress=False)
+    before = {p: p.read_bytes() for p in store.rglob("*") if p.is_file()}
+    other = {**SMALL, "grid": {"model.width": [8, 12]}, "seeds": {"init": 1}}
+    with pytest.raises(ConfigError, match=rf"^--out 'arrow:{store}' already holds results of a sweep with "
+                                          r"other settings \(spec.yaml: grid\): .*--overwrite to replace it"):
+        condlab.sweep(other, out=_arrow(store), progress=False)
+    assert {p: p.read_bytes() for p in store.rglob("*") if p.is_file()} == before
+    done = condlab.sweep(other, out=_arrow(store), progress=False, overwrite=True)
+    assert (done.trained, done.skipped) == (1, 1)  # the run of the same settings is reused
+    assert len(list(store.glob("spec-*.yaml"))) == 1
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "mine.txt").write_text("a user's file")
+    with pytest.raises(ConfigError, match=r"already holds other files, not a sweep: choose another prefix"):
+        condlab.sweep(other, out=_arrow(tmp_path / "notes"), progress=False, overwrite=True)
+    (tmp_path / "diagram").mkdir()
+    (tmp_path / "diagram" / "spec.yaml").write_text("task: phase-diagram\n")
+    with pytest.raises(ConfigError, match=r"already holds a phase diagram result, not a sweep"):
+        condlab.sweep(other, out=_arrow(tmp_path / "diagram"), progress=False)
+    assert (tmp_path / "notes" / "mine.txt").read_text() == "a user's file"

@@ -252,6 +252,12 @@ class ArrowStorage:
         selector = pafs.FileSelector(self.base, allow_not_found=True, recursive=False)
         return [i.base_name for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.File]
 
+    def has_runs(self) -> bool:
+        """Whether anything lies under runs/ (one listing of its first level)."""
+        import pyarrow.fs as pafs
+
+        return bool(self.fs.get_file_info(pafs.FileSelector(self._path("runs"), allow_not_found=True)))
+
     @contextmanager
     def stage(self) -> Iterator[Path]:
         """A local temporary folder that runs are written into before ``publish`` uploads them."""

@@ -158,8 +158,7 @@ def _sweep(spec: str | Path | dict[str, Any], out: str | Path | None, executor: 
     runner = make_executor(executor, **options)
     default = None if out is not None else folder_for("runs", plan.name, "sweep name", "sweep-{}")
     storage = open_storage(out if out is not None else default)
-    if isinstance(storage, LocalStorage):  # the one output-folder rule
-        _check_folder(storage.root, text, overwrite)
+    _check_out(storage, text, overwrite)  # the one output-folder rule, local or object store
     if dry_run:
         damaged: dict[str, str] = {}
         done_rows, todo = _pending(plan, storage, damaged)
@@ -195,25 +194,50 @@ def _sweep(spec: str | Path | dict[str, Any], out: str | Path | None, executor: 
     return result
 
 
-def _check_folder(root: Path, text: str, overwrite: bool) -> None:
-    """A sweep goes into a new or empty folder, or one holding a sweep of the same spec (read as
-    YAML: comments and layout aside), which it resumes; a sweep of another spec only with
-    `overwrite` (its finished runs of the same settings are reused, its spec kept as
-    spec-<time>.yaml); another kind of result never."""
+def _check_out(storage: Any, text: str, overwrite: bool) -> None:
+    """A sweep goes into a new or empty folder (or object-store prefix), or one holding a sweep
+    of the same spec (read as YAML: comments and layout aside), which it resumes; a sweep of
+    another spec only with `overwrite` (its finished runs of the same settings are reused, its
+    spec kept as spec-<time>.yaml); another kind of result never."""
     import yaml
 
     from .._outputs import check_result_folder, differing
 
-    earlier = root / "spec.yaml"
+    earlier = storage.read_bytes("spec.yaml")
     try:
-        before = yaml.safe_load(earlier.read_text()) if earlier.is_file() else None
+        before = yaml.safe_load(earlier) if earlier is not None else None
     except (yaml.YAMLError, UnicodeDecodeError):
         before = None
     now = yaml.safe_load(text)
-    differ = [] if not earlier.is_file() or before == now else differing(before, now if isinstance(
-        now, dict) else {})
-    check_result_folder(root, "sweep", not differ, overwrite, differ=[f"spec.yaml: {', '.join(differ)}"]
-                        if differ else (), resume="run the same spec to resume it")
+    differ = [] if earlier is None or before == now else differing(before, now if isinstance(now, dict) else {})
+    shown = [f"spec.yaml: {', '.join(differ)}"] if differ else ()
+    resume = "run the same spec to resume it"
+    if isinstance(storage, LocalStorage):
+        check_result_folder(storage.root, "sweep", not differ, overwrite, differ=shown, resume=resume)
+    else:
+        _check_prefix(storage, earlier, not differ, overwrite, shown, resume)
+
+
+def _check_prefix(storage: Any, spec: bytes | None, same: bool, overwrite: bool, differ: Any,
+                  resume: str) -> None:
+    """check_result_folder for an object-store prefix: what it holds is read from its file names
+    (a sweep writes spec.yaml and plan.json first; runs/ alone is a sweep killed before them)."""
+    from .._outputs import refuse_other_settings
+
+    names = set(storage.names())
+    if spec is not None and spec.startswith(b"task: phase-diagram"):
+        held = "a phase diagram result"
+    elif spec is not None or "plan.json" in names or (not names and storage.has_runs()):
+        held = "sweep"
+    else:
+        held = "other files" if names else None
+    if held is None:
+        return
+    if held != "sweep":
+        raise ConfigError(f"--out '{storage.out}' already holds {held}, not a sweep: choose another prefix "
+                          "(a place holding another kind of result is never replaced, not even with --overwrite)")
+    if not same and not overwrite:
+        refuse_other_settings(f"--out '{storage.out}'", "sweep", differ, resume, keep="prefix")
 
 
 def _pending(plan: Plan, storage: Any, damaged: dict[str, str]) -> tuple[dict[str, Any], list[Batch]]:
