@@ -43,7 +43,6 @@ S_MIN, S_MAX = 1e-3, 0.26  # bounds of s (radians, 0.057-15 deg): f stays finite
 MAX_ITER, TOL = 300, 1e-6  # EM stops when the log-likelihood per row moves less than TOL
 NEWTON_STEPS = 3  # Newton steps for s in each M-step (_spread)
 LOG_S_MIN = math.log(S_MIN)
-COMPACT = 0.75  # EM drops its converged layers from the work once fewer than this share still move
 CHUNK = 48  # layers per EM step call (_step): a chunk's (K, n) arrays stay in the CPU's cache
 SEPARATION = 4.5  # Ashman's D above which two components are two lines
 MIN_LINE_DEG = 5.0  # axes closer than this are one line whatever D says (tight lines: sub-degree spreads)
@@ -199,9 +198,10 @@ def em(U, UT, w, mu, log_s, log_pi, k, layers, n_min):
     its axes come within MIN_LINE_DEG, a component collapses onto fewer than n_min (B,) rows, or
     MAX_ITER steps; mu, log_s, log_pi (B, K[, k]) are updated in place.
 
-    Work is compacted: only live components (the largest count among the layers) and, once a
-    quarter of them has converged, only the layers still moving. A converged layer keeps the
-    parameters of its converged step, so a layer's fit does not depend on its stack.
+    Work is compacted: only live components (the largest count among the layers), and only the
+    layers still moving (a converged layer leaves the working arrays at once: measured 5 % faster
+    than waiting for a quarter of them). A converged layer keeps the parameters of its converged
+    step, so a layer's fit does not depend on its stack.
     """
     g = np.asarray(layers)
     if g.size == 0:
@@ -237,10 +237,9 @@ def em(U, UT, w, mu, log_s, log_pi, k, layers, n_min):
         if not moving.all():
             done = ~moving
             _put(mu, log_s, log_pi, g[pos[done]], perm[pos[done]], pm[done], ps[done], pp[done])
-            if moving.sum() < COMPACT * len(pos):
-                keep = np.flatnonzero(moving)
-                pos, Ug, UTg, wg = pos[keep], Ug[keep], UTg[keep], wg[keep]
-                pm, ps, pp, prev = pm[keep], ps[keep], pp[keep], prev[keep]
+            keep = np.flatnonzero(moving)
+            pos, Ug, UTg, wg = pos[keep], Ug[keep], UTg[keep], wg[keep]
+            pm, ps, pp, prev = pm[keep], ps[keep], pp[keep], prev[keep]
             if pos.size == 0:
                 return
     _put(mu, log_s, log_pi, g[pos], perm[pos], pm, ps, pp)
