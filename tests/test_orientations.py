@@ -223,3 +223,40 @@ def test_cosine_order_puts_each_cluster_contiguously():
         p = np.sort(pos[c.members])
         assert p[-1] - p[0] == len(p) - 1  # a contiguous block
     assert np.array_equal(order, cosine_order(W))  # computes the same clusters itself
+
+
+def test_top_vector_is_the_same_from_the_scatter_side_and_the_gram_side():
+    # claim: the top eigenvector of Σ M_i x_i x_iᵀ (with a vector projected out of the rows, or
+    # not) is the same vector, up to sign, whether computed from the k x k scatter (k <= members)
+    # or from the members' Gram matrix (k > members); an empty member set gives the fallback
+    from condlab.analysis._arcs import top_vector
+
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((4, 30, 12)) * np.linspace(3.0, 0.5, 12)  # a clear top direction
+    M = (rng.random((4, 30)) < 0.5).astype(float)
+    M[3] = 0.0
+    fallback = np.eye(12)[:4]
+    out = rng.standard_normal((4, 12))
+    out /= np.linalg.norm(out, axis=1, keepdims=True)
+    for proj in (None, out):
+        wide = top_vector(X, M, fallback, proj)  # members <= 30 > k = 12: the scatter side
+        narrow = top_vector(np.concatenate([X, np.zeros((4, 30, 40))], axis=2), M,  # k = 52 > members
+                            np.concatenate([fallback, np.zeros((4, 40))], axis=1),
+                            None if proj is None else np.concatenate([proj, np.zeros((4, 40))], axis=1))
+        assert np.allclose(np.abs((wide * narrow[:, :12]).sum(axis=1))[:3], 1.0, atol=1e-10)
+        assert np.allclose(narrow[:3, 12:], 0.0, atol=1e-12)
+        assert np.array_equal(wide[3], fallback[3]) and np.array_equal(narrow[3, :12], fallback[3])
+        if proj is not None:
+            assert np.allclose((wide * proj).sum(axis=1)[:3], 0.0, atol=1e-10)
+
+
+def test_a_wide_layer_with_few_rows_per_line_is_counted():
+    # a 256 x 768 layer (3 planted lines of 64 rows each): the arc search's eigenproblems are on
+    # the 64-row side, not 768 x 768 (which took ~10 s here, a 768 x 3072 layer ~10 min)
+    rng = np.random.default_rng(3)
+    axes = rng.standard_normal((3, 768))
+    axes /= np.linalg.norm(axes, axis=1, keepdims=True)
+    W = np.concatenate([axes[i] * rng.uniform(1, 2, (64, 1)) * rng.choice([-1, 1], (64, 1))
+                        + 1e-3 * rng.standard_normal((64, 768)) for i in range(3)]
+                       + [rng.standard_normal((64, 768)) / np.sqrt(768) * 1.5])
+    assert count_orientations(W).n_lines == 3

@@ -36,10 +36,37 @@ GAP_ALPHA = 0.01
 FLAT_NULL_DRAWS, FLAT_NULL_SEED = 4000, 20261127  # the simulated null of `flat_bound`
 
 
-def _top(S: np.ndarray, fallback: np.ndarray) -> np.ndarray:
-    """Top eigenvectors (..., k) of the symmetric (..., k, k) S; `fallback` where S is 0."""
-    vec = np.linalg.eigh(S)[1][..., -1]
-    return np.where((np.abs(S).sum(axis=(-2, -1)) > 0)[..., None], vec, fallback)
+def top_vector(X: np.ndarray, M: np.ndarray, fallback: np.ndarray, out_of: np.ndarray | None = None
+               ) -> np.ndarray:
+    """Top eigenvector (P, k) of each member scatter Σ_i M_i x_i x_iᵀ: rows X (P, n, k), 0/1
+    weights M (P, n), the unit vector `out_of` (P, k) projected out of every row if given;
+    `fallback` (P, k) where the scatter is 0.
+
+    Computed on the smaller side: the k × k scatter when k <= the largest member count, else the
+    c × c Gram matrix of the c member rows (top eigenvector w, then Yᵀw / ‖Yᵀw‖: the same vector,
+    as Y Yᵀ and Yᵀ Y share their nonzero spectrum). A 768 x 3072 layer (GPT-2's MLP output)
+    has groups of a few hundred rows: a 3072² eigenproblem per group took minutes.
+    """
+    c = int(M.sum(axis=1).max(initial=0))
+    if X.shape[2] <= c:
+        S = (X.transpose(0, 2, 1) * M[:, None, :]) @ X
+        if out_of is not None:  # (I - vvᵀ) S (I - vvᵀ)
+            v = out_of[:, :, None]
+            Sv = S @ v
+            S = S - Sv * v.transpose(0, 2, 1) - v * Sv.transpose(0, 2, 1) + (v.transpose(0, 2, 1) @ Sv) * (v * v.transpose(0, 2, 1))
+        vec = np.linalg.eigh(S)[1][..., -1]
+        some = np.abs(S).sum(axis=(1, 2)) > 0
+    else:  # members first (stable: row order kept), the padding rows zero
+        rows = np.argsort(M <= 0, axis=1, kind="stable")[:, :max(c, 1)]
+        Y = np.take_along_axis(X, rows[..., None], axis=1) * np.take_along_axis(M, rows, axis=1)[..., None]
+        if out_of is not None:
+            Y -= (Y @ out_of[:, :, None]) * out_of[:, None, :]
+        w = np.linalg.eigh(Y @ Y.transpose(0, 2, 1))[1][..., -1]
+        vec = (w[:, None, :] @ Y)[:, 0]
+        norm = np.linalg.norm(vec, axis=1, keepdims=True)
+        vec /= np.maximum(norm, 1e-300)
+        some = np.abs(Y).sum(axis=(1, 2)) > 0
+    return np.where(some[:, None], vec, fallback)
 
 
 def gap_bound(n: np.ndarray) -> np.ndarray:
@@ -55,11 +82,10 @@ def band(X: np.ndarray, mask: np.ndarray, axis: np.ndarray) -> dict:
     P, n, k = X.shape
     M = mask.astype(float)
     XT = X.transpose(0, 2, 1)
-    S = (XT * M[:, None, :]) @ X  # (P, k, k) scatter of the members
-    V = _top(S, axis)  # the axis: top eigenvector of Σ u uᵀ
+    V = top_vector(X, M, axis)  # the axis: top eigenvector of Σ u uᵀ
     c = (X @ V[..., None])[..., 0]  # (P, n)
-    Q = np.eye(k) - V[:, :, None] * V[:, None, :]
-    E = _top(Q @ S @ Q, X[np.arange(P), np.argmax((1.0 - c * c) * M, axis=1)])  # main tangent direction
+    # main tangent direction: the top eigenvector of the members' scatter with the axis projected out
+    E = top_vector(X, M, X[np.arange(P), np.argmax((1.0 - c * c) * M, axis=1)], out_of=V)
     V, E = V[:, None, :], E[:, None, :]
     t = np.arctan2((E @ XT)[:, 0] * np.sign(c), np.abs(c)) * M
     count = M.sum(1)
@@ -176,7 +202,7 @@ def find_arcs(U: np.ndarray, row_group: np.ndarray, axes: np.ndarray, live: np.n
     lay, grp = np.nonzero(live)
     if lay.size:
         X = U[lay]  # (G, n, k)
-        V[lay, grp] = _top((X.transpose(0, 2, 1) * M[lay, grp][:, None, :]) @ X, axes[lay, grp])
+        V[lay, grp] = top_vector(X, M[lay, grp].astype(float), axes[lay, grp])
     chain = chains(U, row_group, V, live)
     arc, width = np.full((B, K), -1), np.zeros((B, K))
     lay, root = np.nonzero(live & (chain == np.arange(K)))
