@@ -10,7 +10,7 @@ from ._embedding import embedding
 from ._facilitators import facilitators
 from ._multidim import fig3, fig4, fig4_plain, relu, simple_target
 from ._one_d import evolution, fig5, fig6
-from ._optimistic import optimistic
+from ._optimistic_exp import optimistic
 from ._real import fig2, mnist
 from ._transformer import transformer
 
