@@ -9,7 +9,7 @@ the context, one data draw per n (data.seed DATA_SEED).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -153,6 +153,7 @@ def optimistic(ctx: Context) -> ExperimentResult:
     from ..plotting import panel_row, rank_plot, sample_size_plot
 
     res = ExperimentResult("optimistic", "talk: optimistic sample size (arXiv:2307.08921)", ctx.seeds)
+    ctx = replace(ctx, data_seeds=[c.DATA_SEED])  # Context.train sets data.seed from data_seeds
     mode = _mode(ctx)
     ks, ns, epochs = c.MODES[mode]
     seeds = res.seeds = ctx.seeds[:1] if mode == "smoke" else list(ctx.seeds)
