@@ -87,9 +87,7 @@ def lecun_fits(cfg: Config, seeds: list[int], x_test: np.ndarray, y_test: np.nda
     the experiment stops instead of judging half-trained runs.
     """
     from ..records import RunSpec
-    from ..training import Architecture, BatchedNet, FCNet, make_dataset
-    from ..training._models import init_weights
-    from ..training._trainer import train_batch
+    from ..training import Architecture, BatchedNet, FCNet, init_weights, make_dataset, train_batch
 
     data = make_dataset(cfg.data)
     arch = Architecture.from_config(cfg.model, cfg.data.d)
