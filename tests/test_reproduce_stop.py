@@ -76,3 +76,29 @@ def test_ctrl_c_stops_a_diagnostic_variant_and_the_whole_reproduce(tmp_path):
     assert status == 130 and seconds < 5 and "Traceback" not in err and "kept in" in err, err
     assert not (tmp_path / "relu" / "claims.json").exists()
     assert len(list((tmp_path / "relu" / "variants").iterdir())) == 1  # no later variant started
+
+
+def test_an_interrupted_batch_stops_the_experiment_instead_of_being_judged(tmp_path, monkeypatch):
+    """Context.train: the trainer's clean stop (runs marked interrupted) is raised again."""
+    from types import SimpleNamespace
+
+    from condlab.reproduce import _context
+    from condlab.reproduce._context import Context
+
+    def stopped_batch(cfg, out=None, progress=None):
+        return [SimpleNamespace(status="interrupted", diverged_epoch=None, spec=SimpleNamespace(seed=0))]
+
+    monkeypatch.setattr(_context, "train", stopped_batch)
+    ctx = Context([0], out=tmp_path / "exp")
+    with pytest.raises(KeyboardInterrupt, match="stopped while training fig5 .*kept in"):
+        ctx.train(condlab.preset("fig5"), "fig5")
+
+
+def test_sigterm_between_batches_raises_keyboardinterrupt_and_the_handler_is_restored():
+    from condlab.reproduce._runner import sigterm_stops
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM"), sigterm_stops():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises as soon as the signal is delivered
+    assert signal.getsignal(signal.SIGTERM) == before
