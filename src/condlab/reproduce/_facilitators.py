@@ -183,4 +183,5 @@ def _panel(ax, factor: str, values: list[float], t: dict[str, list[list]]) -> No
     twin = ax.twinx()
     active = np.array(t["active"], dtype=float)
     twin.plot(pos, np.nanmean(active, axis=0), "s--", color="C2")
+    twin.set_ylim(0, M * 1.05)  # from 0: a drop from 100 to 99 active neurons must not look like silencing
     twin.set_ylabel("active neurons (mean)", color="C2")
