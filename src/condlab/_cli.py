@@ -321,8 +321,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return args.func(args)
-    except KeyboardInterrupt:
-        print("condlab: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:  # Ctrl-C, or a stop the command explains (e.g. reproduce's)
+        print("condlab: interrupted" + (f": {err.args[0]}" if err.args else ""), file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `condlab ... | head`: the reader left; nothing to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -72,6 +72,8 @@ class Context:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 new = list(train(batch, out=folder, progress=self.progress))
+            if any(r.status == "interrupted" for r in new):
+                raise stopped(self, f"{tag} data {d}")
             runs += new
             self.warnings += [f"{tag} data {d}: {w.message}" for w in caught]
             self.diverged += [f"{tag} data {d} seed {r.spec.seed} at epoch {r.diverged_epoch}"
@@ -85,6 +87,17 @@ class Context:
         from ..plotting import save_figure
 
         result.figures += [str(p) for p in save_figure(fig, self.out / name)]
+
+
+def stopped(ctx: Context, where: str) -> KeyboardInterrupt:
+    """The stop of a whole ``reproduce``: a SIGINT/SIGTERM ended a training batch cleanly.
+
+    condlab's trainer turns the signal into a clean stop of the batch (its records are
+    written, marked interrupted); an experiment that went on would train its next batch
+    and judge half-trained runs, so the stop is raised again, for the whole command.
+    """
+    return KeyboardInterrupt(f"stopped while training {where}; the records trained so far are kept "
+                             f"in {ctx.out} (no claims.json: nothing was judged)")
 
 
 @dataclass(frozen=True)

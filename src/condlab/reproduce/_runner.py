@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 from ._claims import ExperimentResult, write_summary
@@ -10,7 +13,7 @@ from ._embedding import embedding
 from ._facilitators import facilitators
 from ._multidim import fig3, fig4, fig4_plain, relu, simple_target
 from ._one_d import evolution, fig5, fig6
-from ._optimistic import optimistic
+from ._optimistic_exp import optimistic
 from ._real import fig2, mnist
 from ._transformer import transformer
 
@@ -96,17 +99,48 @@ def reproduce(name: str, *, seeds: list[int] | None = None, quick: bool = False,
     ctx = Context(seeds, quick, Path(out) / name, device, Path(data_dir) if data_dir else None, progress,
                   smoke=smoke, data_seeds=data if data is not None else [0], executor=executor,
                   address=address)
-    result = EXPERIMENTS[name].run(ctx)
-    result.settings["quick"] = quick
-    result.data_seeds = data
-    result.provisional = quick
-    result.notes += ctx.warnings
-    if diagnose if diagnose is not None else not quick:
-        from ._diagnose import diagnose_result
+    with sigterm_stops(), stop_message(ctx):  # the diagnostic variants too: a stop ends the command
+        result = EXPERIMENTS[name].run(ctx)
+        result.settings["quick"] = quick
+        result.data_seeds = data
+        result.provisional = quick
+        result.notes += ctx.warnings
+        if diagnose if diagnose is not None else not quick:
+            from ._diagnose import diagnose_result
 
-        diagnose_result(EXPERIMENTS[name], ctx, result)
+            diagnose_result(EXPERIMENTS[name], ctx, result)
     result.write(ctx.out)
     return result
+
+
+@contextmanager
+def sigterm_stops():
+    """Within: SIGTERM stops an experiment as Ctrl-C does (KeyboardInterrupt), also between training
+    batches, where Python's default would kill the process without a word (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def stop_message(ctx: Context):
+    """A Ctrl-C that arrived between training batches (a bare KeyboardInterrupt) says what was kept."""
+    try:
+        yield
+    except KeyboardInterrupt as err:
+        if err.args:
+            raise
+        raise KeyboardInterrupt(f"stopped; the records trained so far are kept in {ctx.out} "
+                                "(no claims.json: nothing was judged)") from None
 
 
 SWEEP_BASED = ("facilitators",)  # the experiments that train through condlab.sweep (and its executors)

@@ -1,0 +1,104 @@
+"""Ctrl-C (SIGINT) and SIGTERM stop a whole `condlab reproduce`, its diagnostic variants included.
+
+condlab's trainer turns a signal into a clean stop of the batch it is training; before issue 25
+the experiment then went on with its next batch or variant (and wrote claims.json judged on
+half-trained runs). Now the stop ends the command: exit status 130, one line on stderr saying
+where it stopped and what was kept, no traceback, no claims.json.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import condlab
+
+SRC = str(Path(condlab.__file__).parents[1])
+
+
+def _stop_when(command: list[str], out: Path, ready: str, sig: int) -> tuple[int, str, float]:
+    """Run `command`, send `sig` once `ready` (a glob under out) exists -> (status, stderr, seconds)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPATH=SRC)
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and time.monotonic() < deadline and not list(out.glob(ready)):
+        time.sleep(0.02)
+    if proc.poll() is not None:
+        pytest.fail(f"the command ended before it could be stopped: {proc.communicate()[1][-300:]}")
+    sent = time.monotonic()
+    proc.send_signal(sig)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"still running 30 s after {signal.Signals(sig).name}")
+    return proc.returncode, err, time.monotonic() - sent
+
+
+def _cli(name: str, out: Path) -> list[str]:
+    return [sys.executable, "-m", "condlab", "reproduce", name, "--quick", "--out", str(out), "--no-progress"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_reproduce_optimistic_between_its_batches(tmp_path, sig):
+    # sent once the first batch is written: the signal lands in a later batch or between two
+    status, err, seconds = _stop_when(_cli("optimistic", tmp_path), tmp_path,
+                                      "optimistic/runs/k1/small-m50/n4/batch.json", sig)
+    assert status == 130 and seconds < 5, (status, seconds, err)
+    assert "Traceback" not in err and err.startswith("condlab: interrupted")
+    assert not (tmp_path / "optimistic" / "claims.json").exists()
+    assert (tmp_path / "optimistic" / "runs" / "k1" / "small-m50" / "n4" / "batch.json").is_file()  # kept
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_reproduce_facilitators_in_its_sweep(tmp_path):
+    status, err, seconds = _stop_when(_cli("facilitators", tmp_path), tmp_path,
+                                      "facilitators/sweeps/*/spec.yaml", signal.SIGINT)
+    assert status == 130 and seconds < 5 and "Traceback" not in err and "facilitators" in err
+    assert not (tmp_path / "facilitators" / "claims.json").exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_diagnostic_variant_and_the_whole_reproduce(tmp_path):
+    """relu fails at --quick, so its variants rerun it; Ctrl-C in the first variant ends everything."""
+    code = ("import sys; from condlab.reproduce import reproduce\n"
+            "try:\n    reproduce('relu', quick=True, diagnose=True, out=sys.argv[1])\n"
+            "except KeyboardInterrupt as err:\n    print('stopped:', err, file=sys.stderr); sys.exit(130)\n")
+    status, err, seconds = _stop_when([sys.executable, "-c", code, str(tmp_path)], tmp_path,
+                                      "relu/variants/*/runs/*/*", signal.SIGINT)
+    assert status == 130 and seconds < 5 and "Traceback" not in err and "kept in" in err, err
+    assert not (tmp_path / "relu" / "claims.json").exists()
+    assert len(list((tmp_path / "relu" / "variants").iterdir())) == 1  # no later variant started
+
+
+def test_an_interrupted_batch_stops_the_experiment_instead_of_being_judged(tmp_path, monkeypatch):
+    """Context.train: the trainer's clean stop (runs marked interrupted) is raised again."""
+    from types import SimpleNamespace
+
+    from condlab.reproduce import _context
+    from condlab.reproduce._context import Context
+
+    def stopped_batch(cfg, out=None, progress=None):
+        return [SimpleNamespace(status="interrupted", diverged_epoch=None, spec=SimpleNamespace(seed=0))]
+
+    monkeypatch.setattr(_context, "train", stopped_batch)
+    ctx = Context([0], out=tmp_path / "exp")
+    with pytest.raises(KeyboardInterrupt, match="stopped while training fig5 .*kept in"):
+        ctx.train(condlab.preset("fig5"), "fig5")
+
+
+def test_sigterm_between_batches_raises_keyboardinterrupt_and_the_handler_is_restored():
+    from condlab.reproduce._runner import sigterm_stops
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM"), sigterm_stops():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises as soon as the signal is delivered
+    assert signal.getsignal(signal.SIGTERM) == before
