@@ -245,7 +245,8 @@ def test_an_object_store_prefix_follows_the_one_output_folder_rule(tmp_path):
     # prefix holding files condlab did not write, or a phase diagram, is never used
     pytest.importorskip("pyarrow")
     store = tmp_path / "store"
-    condlab.sweep({**SMALL, "grid": {"model.width": [8]}, "seeds": {"init": 1}}, out=_arrow(store), progress=False)
+    first = {**SMALL, "grid": {"model.width": [8]}, "seeds": {"init": 1}}
+    condlab.sweep(first, out=_arrow(store), progress=False)
     before = {p: p.read_bytes() for p in store.rglob("*") if p.is_file()}
     other = {**SMALL, "grid": {"model.width": [8, 12]}, "seeds": {"init": 1}}
     with pytest.raises(ConfigError, match=rf"^--out 'arrow:{store}' already holds results of a sweep with "

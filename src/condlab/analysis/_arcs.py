@@ -51,9 +51,9 @@ def top_vector(X: np.ndarray, M: np.ndarray, fallback: np.ndarray, out_of: np.nd
     if X.shape[2] <= c:
         S = (X.transpose(0, 2, 1) * M[:, None, :]) @ X
         if out_of is not None:  # (I - vvᵀ) S (I - vvᵀ)
-            v = out_of[:, :, None]
+            v, vT = out_of[:, :, None], out_of[:, None, :]
             Sv = S @ v
-            S = S - Sv * v.transpose(0, 2, 1) - v * Sv.transpose(0, 2, 1) + (v.transpose(0, 2, 1) @ Sv) * (v * v.transpose(0, 2, 1))
+            S = S - Sv * vT - v * Sv.transpose(0, 2, 1) + (vT @ Sv) * (v * vT)
         vec = np.linalg.eigh(S)[1][..., -1]
         some = np.abs(S).sum(axis=(1, 2)) > 0
     else:  # members first (stable: row order kept), the padding rows zero

@@ -209,7 +209,8 @@ def _check_out(storage: Any, text: str, overwrite: bool) -> None:
     except (yaml.YAMLError, UnicodeDecodeError):
         before = None
     now = yaml.safe_load(text)
-    differ = [] if earlier is None or before == now else differing(before, now if isinstance(now, dict) else {})
+    differ = [] if earlier is None or before == now else differing(
+        before, now if isinstance(now, dict) else {})
     shown = [f"spec.yaml: {', '.join(differ)}"] if differ else ()
     resume = "run the same spec to resume it"
     if isinstance(storage, LocalStorage):
@@ -234,8 +235,9 @@ def _check_prefix(storage: Any, spec: bytes | None, same: bool, overwrite: bool,
     if held is None:
         return
     if held != "sweep":
-        raise ConfigError(f"--out '{storage.out}' already holds {held}, not a sweep: choose another prefix "
-                          "(a place holding another kind of result is never replaced, not even with --overwrite)")
+        raise ConfigError(f"--out '{storage.out}' already holds {held}, not a sweep: choose another "
+                          "prefix (a place holding another kind of result is never replaced, not even "
+                          "with --overwrite)")
     if not same and not overwrite:
         refuse_other_settings(f"--out '{storage.out}'", "sweep", differ, resume, keep="prefix")
 
