@@ -103,3 +103,17 @@ def test_effective_rank_counts_lines_times_parameters_per_neuron():
     eff = condlab.effective_rank(net, X)
     assert eff["lines"] == 2 and eff["structure"] == 2 * (4 + 1)
     assert eff["reduced"] == eff["raw"] == 2 * 5 + 1   # + the output bias
+
+
+@pytest.mark.parametrize("act", ["tanh", "sigmoid"])
+def test_exactly_zero_neurons_merge_into_the_next_bias_without_nan(act):
+    # claim: neurons whose input weights are exactly 0 output sigma(0); merged, they become a zero
+    # neuron and a bias shift, and the reduced net reproduces the output to 1e-12 (was NaN: 0/0)
+    rng = np.random.default_rng(2)
+    line = rng.normal(size=4)
+    rows = np.vstack([np.tile(line, (8, 1)), np.zeros((4, 4))])
+    net = _net(rows, rng.normal(size=12), act=act)
+    red = condlab.reduce(net, x=X)
+    assert red.groups[-1] == [8, 9, 10, 11]
+    assert all(np.isfinite(w.detach().numpy()).all() for w in red.net.layers)
+    assert _rel(red.net, net) <= 1e-12
