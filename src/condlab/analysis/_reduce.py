@@ -94,7 +94,7 @@ def _merge_group(W: np.ndarray, A: np.ndarray, members: np.ndarray, mean: np.nda
                  parity: bool) -> tuple[np.ndarray, np.ndarray, bool]:
     """(merged row (q,), merged column (d_next,), exact?) of one group of a condensed line."""
     rows, cols = W[members], A[:, members]
-    if not np.any(rows):  # silent neurons output sigma(0): the next layer's bias takes it (the caller's shift)
+    if not np.any(rows):  # silent neurons output sigma(0): the next bias takes it (the caller's shift)
         return np.zeros(W.shape[1]), np.zeros(A.shape[0]), True
     r = np.linalg.norm(rows, axis=1)
     s = np.sign(rows @ mean)
