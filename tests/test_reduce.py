@@ -14,6 +14,7 @@ import torch
 import condlab
 from condlab import FCNet, get_activation
 from condlab._cli import main
+from condlab.analysis import count_orientations
 from condlab.training._arch import FullyConnected, Residual
 from condlab.training._models import init_weights
 
@@ -116,4 +117,21 @@ def test_exactly_zero_neurons_merge_into_the_next_bias_without_nan(act):
     red = condlab.reduce(net, x=X)
     assert red.groups[-1] == [8, 9, 10, 11]
     assert all(np.isfinite(w.detach().numpy()).all() for w in red.net.layers)
+    assert _rel(red.net, net) <= 1e-12
+
+
+def test_neurons_on_an_arc_are_kept_not_dropped():
+    # claim: an arc's members belong to no line; reduce keeps each of them (they were lost: the
+    # reduced net then missed their output) -- with an arc and a line, the reduced net holds the
+    # line's one neuron plus every arc neuron and reproduces the output to 1e-12
+    rng = np.random.default_rng(5)
+    e1, e2, line = np.eye(4)[0], np.eye(4)[1], np.array([0.0, 0.0, 0.6, 0.8])
+    angles = np.radians(np.linspace(0.0, 90.0, 40))
+    arc = np.cos(angles)[:, None] * e1 + np.sin(angles)[:, None] * e2
+    rows = np.vstack([arc * 0.5, np.tile(line, (20, 1))])
+    net = _net(rows, rng.normal(size=60))
+    o = count_orientations(rows)
+    assert o.n_arcs == 1 and o.n_lines == 1  # the premise
+    red = condlab.reduce(net, x=X)
+    assert red.reduced_width == 1 + len(o.arcs[0].members)
     assert _rel(red.net, net) <= 1e-12

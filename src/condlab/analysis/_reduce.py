@@ -20,7 +20,8 @@ folded in, and the next layer's columns A_j (the output weights a_j of a two-lay
 * ``amplitude_tol=t`` first splits each line into amplitude bands (r_max ≤ (1 + t) r_min)
   and merges each band: more neurons, but merges that stay accurate once amplitudes have
   grown out of the small-weight regime (the leading-order merge assumes r_j σ-small);
-* scattered neurons are kept as they are. Negligible ones (below the amplitude cutoff), while
+* scattered neurons, and the members of arcs (spread along a great circle: no one direction to
+  merge them into), are kept as they are. Negligible ones (below the amplitude cutoff), while
   in the small-weight regime, contribute only their leading term:
   ``negligible="merge"`` (default) merges them all into one neuron by the same rule (for
   p = 1 that keeps Σ_j a_j σ'(0) w_j·x exactly: a sum of linear terms is one linear term);
@@ -173,7 +174,8 @@ def reduce_layer(net: FCNet, layer: int = 0, *, count_kwargs: dict | None = None
         exact.append(len(small) == 1)
         shift += sigma0 * (nxt[:, members].sum(1) - col)
     dropped = small if negligible == "drop" else []
-    kept = sorted([int(i) for i in o.scattered] + (small if negligible == "keep" else []))
+    on_arcs = [int(i) for arc in o.arcs for i in arc.members]  # not one line: kept, never dropped
+    kept = sorted([int(i) for i in o.scattered] + on_arcs + (small if negligible == "keep" else []))
     rows += [W[i] for i in kept]
     cols += [nxt[:, i] for i in kept]
     shift += sigma0 * nxt[:, dropped].sum(1) if dropped else 0.0
