@@ -181,6 +181,8 @@ def test_a_planted_linear_fit_at_infinity_is_degenerate():
     slope = float(np.polyfit(x[:, 0], y[:, 0], 1)[0])
     point = critical_point(_one_neuron(1e-3, 0.0, slope / 1e-3), x, y, steps=40, active_share=E.ACTIVE_SHARE)
     assert degenerate(point, **E.DEGENERACY) != ""
+    # each part of the rule sees it: far out, and a Hessian singular in the limit
+    assert point["norm"] > E.MAX_NORM and point["hessian_ratio"] < E.MIN_HESSIAN_RATIO
 
 
 @pytest.mark.parametrize("mode", list(E.MODES))
