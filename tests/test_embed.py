@@ -92,3 +92,118 @@ def test_deep_gradient_of_the_embedding_is_bounded_by_the_narrow_gradient():
             wide = gradient_norm(split(refined, 0, alpha, layer), x, y)
             assert wide <= bound * (1 + 1e-6) + 1e-14
             assert wide >= narrow * (1 - 1e-6) / np.sqrt(2)  # alpha^2 + (1 - alpha)^2 >= 1/2
+
+
+# --- `reproduce embedding`: the degeneracy rule and the claims on planted data (no training) ---
+
+from dataclasses import replace  # noqa: E402
+
+from condlab.reproduce import EXPERIMENTS  # noqa: E402
+from condlab.reproduce import _embedding as E  # noqa: E402
+from condlab.reproduce._claims import ExperimentResult  # noqa: E402
+from condlab.reproduce._context import Context  # noqa: E402
+from condlab.reproduce._diagnose import diagnose_result  # noqa: E402
+from condlab.reproduce._embedding_points import critical_point, degenerate, embedded  # noqa: E402
+
+GOOD = {"newton_grad": 1e-15, "newton_loss": 4e-4, "active": 1, "norm": 5.0, "moved": 0.5,
+        "hessian_ratio": 1e-3}
+
+
+@pytest.mark.parametrize("change, words", [
+    ({}, ""), ({"newton_grad": 1e-3}, "did not reach"), ({"active": 0}, "constant fit"),
+    ({"norm": 1e4}, "infinity"), ({"hessian_ratio": 1e-20}, "singular Hessian")])
+def test_the_degeneracy_rule_names_each_trivial_plateau(change, words):
+    why = degenerate({**GOOD, **change}, **E.DEGENERACY)
+    assert (why == "") if not words else (words in why)
+
+
+def _row(epoch, *, degenerate="", not_embedded="", width=3, loss_gap=0.0):
+    return {"epoch": epoch, "narrow_width": width, "loss_gap": loss_gap, "newton_gap": 0.01,
+            "output_gap": 0.01, "degenerate": degenerate, "not_embedded": not_embedded}
+
+
+def _verdicts(rows_per_seed) -> dict:
+    res = ExperimentResult("embedding", "src", list(range(len(rows_per_seed))))
+    claims = E._claims(res, 200)
+    for seed, rows in enumerate(rows_per_seed):
+        E.record(claims, rows, seed, 200)
+    return {c.id.split("/")[1]: c.verdict for c in res.claims}
+
+
+def test_claims_hold_on_planted_non_degenerate_embedded_plateaus():
+    good = [[_row(7, degenerate="1 active neuron(s)"), _row(60000)] for _ in range(5)]
+    assert _verdicts(good) == {"narrow": "holds", "loss": "holds", "nondegenerate": "holds",
+                               "critical": "holds"}
+
+
+def test_claims_fail_when_every_plateau_is_trivial_or_not_the_critical_point():
+    trivial = [[_row(7, degenerate="0 active neuron(s)"), _row(800, degenerate="at infinity")]] * 5
+    verdicts = _verdicts(trivial)
+    assert verdicts["nondegenerate"] == "fails" and verdicts["critical"] == "inconclusive"
+    off = [[_row(60000, not_embedded="critical loss 47% off")]] * 5
+    assert _verdicts(off)["critical"] == "fails"
+    wide = [[_row(60000, width=50, loss_gap=0.5)]] * 5
+    assert _verdicts(wide)["narrow"] == "fails" and _verdicts(wide)["loss"] == "fails"
+
+
+def _one_neuron(w: float, b: float, a: float, c: float = 0.0) -> FCNet:
+    arch = FullyConnected(1, 1, 1, 1, (get_activation("tanh"),), True)
+    weights = [torch.tensor([[w, b]], dtype=torch.float64), torch.tensor([[a, c]], dtype=torch.float64)]
+    return FCNet(arch, weights)
+
+
+def test_a_planted_finite_critical_point_is_non_degenerate_and_its_embedding_is_recognised():
+    """Data = one tanh neuron + a wiggle; Newton from the neuron meets a finite non-degenerate point,
+    whose split (a 3-neuron network, same output) is 'embedded'; a wide output that differs is not."""
+    x = np.linspace(-1, 1.5, 40)[:, None]
+    y = np.tanh(5 * x - 1) + 0.05 * np.sin(12 * x)
+    point = critical_point(_one_neuron(5.0, -1.0, 1.0), x, y, steps=40, active_share=E.ACTIVE_SHARE)
+    assert degenerate(point, **E.DEGENERACY) == ""
+    narrow = _one_neuron(*[float(v) for v in point_params(x, y)])
+    wide = split(split(narrow, 0, 0.3), 0, 0.5)
+    with torch.no_grad():
+        f_wide = wide(torch.as_tensor(x)).numpy()[:, 0]
+    kw = {"loss_match": E.LOSS_MATCH, "output_match": E.OUTPUT_MATCH}
+    assert embedded(point, point["newton_loss"], f_wide, **kw) == ""
+    assert "off the wide network" in embedded(point, point["newton_loss"], f_wide + 0.2, **kw)
+    assert "off the plateau" in embedded(point, 2 * point["newton_loss"], f_wide, **kw)
+
+
+def point_params(x, y):
+    refined, _ = newton_refine(_one_neuron(5.0, -1.0, 1.0), x, y, steps=40, lbfgs_iters=0)
+    return [*refined.layers[0].detach()[0].tolist(), *refined.layers[1].detach()[0].tolist()]
+
+
+def test_a_planted_linear_fit_at_infinity_is_degenerate():
+    """One neuron with w -> 0, a -> ∞ (a w fixed) fitting a line: no finite critical point."""
+    x = np.linspace(-1, 1.5, 40)[:, None]
+    y = np.sin(3 * x) + np.sin(6 * x) / 2
+    slope = float(np.polyfit(x[:, 0], y[:, 0], 1)[0])
+    point = critical_point(_one_neuron(1e-3, 0.0, slope / 1e-3), x, y, steps=40, active_share=E.ACTIVE_SHARE)
+    assert degenerate(point, **E.DEGENERACY) != ""
+    # each part of the rule sees it: far out, and a Hessian singular in the limit
+    assert point["norm"] > E.MAX_NORM and point["hessian_ratio"] < E.MIN_HESSIAN_RATIO
+
+
+@pytest.mark.parametrize("mode", list(E.MODES))
+def test_gd_and_float64_variants_are_not_run_on_the_embedding_experiment(tmp_path, mode):
+    """The experiment trains by plain GD in float64: those variants (and the others) change nothing,
+    so a failing claim is diagnosed without a single rerun."""
+    calls = []
+
+    def planted(ctx):
+        calls.append(ctx)
+        ctx.trained.append(E.train_config(mode, ctx.seeds))
+        res = ExperimentResult("embedding", "src", ctx.seeds)
+        res.claim("embedding/critical", "planted").record(False, pair=(0, 0), reason="planted")
+        return res
+
+    experiment = replace(EXPERIMENTS["embedding"], run=planted)
+    ctx = Context([0], out=tmp_path)
+    result = experiment.run(ctx)
+    diagnose_result(experiment, ctx, result)
+    assert len(calls) == 1
+    variants = {v["variant"]: v for v in result.claims[0].variants}
+    assert {v["verdict"] for v in variants.values()} == {"not applicable"}
+    assert variants["gd"]["reason"] == "already trained with plain GD"
+    assert variants["float64"]["reason"] == "already trained in float64"

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from condlab.reproduce import EXPERIMENTS, reproduce
 from condlab.reproduce import _transformer as tr
+from condlab.reproduce._claims import ExperimentResult
+from condlab.reproduce._context import Context
+from condlab.reproduce._diagnose import diagnose_result
 
 
 def test_anchor_task_target_is_key_plus_both_shifts() -> None:
@@ -51,3 +56,71 @@ def test_experiment_writes_claims_figures_and_tracker_runs(tmp_path: Path, monke
                                                      "transformer_cosine_layernorm.png"}
     run = tmp_path / "transformer" / "runs" / "layernorm_small_seed0"
     assert (run / "condensation.csv").is_file() and (run / "meta.json").is_file()
+
+
+# --- the judge on planted curves (no training) ---
+
+def _curve(c: list[float]) -> tuple:
+    steps = np.arange(len(c)) * 100
+    return steps, np.asarray(c), np.ones(len(c), dtype=int)
+
+
+CONDENSES, DOES_NOT = {"max_c_at_least": tr.CONDENSED}, {"max_c_below": tr.NOT_CONDENSED}
+LEARNED, ON_PLATEAU, H = 2.0, 4.3, 4.4
+
+
+def test_judge_on_planted_curves() -> None:
+    assert tr.judge(CONDENSES, _curve([0, 0.3, 0.8, 0.6]), LEARNED, H)[0] is True
+    assert tr.judge(CONDENSES, _curve([0, 0.1, 0.4, 0.2]), LEARNED, H)[0] is False
+    assert tr.judge(DOES_NOT, _curve([0, 0.0, 0.1, 0.0]), LEARNED, H)[0] is True
+    assert tr.judge(DOES_NOT, _curve([0, 0.0, 0.25, 0.0]), LEARNED, H)[0] is False
+    ok, why, _ = tr.judge(CONDENSES, _curve([0, 1.0, 1.0]), ON_PLATEAU, H)
+    assert ok is None and "still on the loss plateau" in why
+
+
+def _verdicts(c_small_q: list[float], c_default_q: list[float], loss: float) -> dict:
+    res = ExperimentResult("transformer", "src", list(range(5)))
+    claims = tr._claims(res, "no-layernorm")
+    for seed in range(5):
+        for (init, m), claim in claims.items():
+            if m == "q" and init in ("small", "default"):
+                curve = _curve(c_small_q if init == "small" else c_default_q)
+                ok, why, v = tr.judge(claim.expected, curve, loss, H)
+                claim.record(ok, pair=(seed, seed), reason=why, **v)
+    return {c.id: c.verdict for c in res.claims if c.outcomes}
+
+
+def test_claims_fail_when_planted_weights_break_them_and_hold_otherwise() -> None:
+    good = _verdicts([0, 0.6, 0.9], [0, 0.0, 0.05], LEARNED)
+    assert good == {"transformer/no-layernorm/small/layer0.q": "holds",
+                    "transformer/no-layernorm/default/layer0.q": "holds"}
+    # planted broken: Q never condenses at small init, and does at default init
+    broken = _verdicts([0, 0.1, 0.2], [0, 0.5, 0.9], LEARNED)
+    assert set(broken.values()) == {"fails"}
+    plateau = _verdicts([0, 0.6, 0.9], [0, 0.0, 0.05], ON_PLATEAU)
+    assert set(plateau.values()) == {"inconclusive"}
+
+
+def test_the_plateau_is_the_entropy_of_the_targets() -> None:
+    assert tr.marginal_entropy(torch.arange(4).repeat(10)) == pytest.approx(np.log(4))
+    _, y = tr.anchor_task(tr.TRAIN_N, seed=0)
+    assert np.log(60) < tr.marginal_entropy(y) < np.log(tr.VOCAB)
+    assert tr.final_loss([5.0] * 100 + [1.0] * 100, 1200) == pytest.approx(1.0)
+
+
+def test_no_diagnostic_variant_reruns_the_transformer(tmp_path: Path) -> None:
+    """It trains outside the shared trainer: every variant is "not applicable", none reruns it."""
+    calls = []
+
+    def planted(ctx):
+        calls.append(ctx)
+        res = ExperimentResult("transformer", "src", ctx.seeds)
+        res.claim("transformer/x", "planted").record(False, pair=(0, 0), reason="planted")
+        return res
+
+    experiment = replace(EXPERIMENTS["transformer"], run=planted)
+    ctx = Context([0], out=tmp_path)
+    result = experiment.run(ctx)
+    diagnose_result(experiment, ctx, result)
+    assert len(calls) == 1
+    assert {v["verdict"] for v in result.claims[0].variants} == {"not applicable"}
