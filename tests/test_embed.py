@@ -11,8 +11,12 @@ import pytest
 import torch
 
 import condlab
+from _variants import diagnose_planted
 from condlab import FCNet, get_activation
 from condlab.embed import gradient_norm, newton_refine, split
+from condlab.reproduce import _embedding as E
+from condlab.reproduce._claims import ExperimentResult
+from condlab.reproduce._embedding_points import critical_point, degenerate, embedded
 from condlab.training._arch import FullyConnected, Residual
 from condlab.training._models import init_weights
 
@@ -95,15 +99,6 @@ def test_deep_gradient_of_the_embedding_is_bounded_by_the_narrow_gradient():
 
 
 # --- `reproduce embedding`: the degeneracy rule and the claims on planted data (no training) ---
-
-from dataclasses import replace  # noqa: E402
-
-from condlab.reproduce import EXPERIMENTS  # noqa: E402
-from condlab.reproduce import _embedding as E  # noqa: E402
-from condlab.reproduce._claims import ExperimentResult  # noqa: E402
-from condlab.reproduce._context import Context  # noqa: E402
-from condlab.reproduce._diagnose import diagnose_result  # noqa: E402
-from condlab.reproduce._embedding_points import critical_point, degenerate, embedded  # noqa: E402
 
 GOOD = {"newton_grad": 1e-15, "newton_loss": 4e-4, "active": 1, "norm": 5.0, "moved": 0.5,
         "hessian_ratio": 1e-3}
@@ -189,20 +184,8 @@ def test_a_planted_linear_fit_at_infinity_is_degenerate():
 def test_gd_and_float64_variants_are_not_run_on_the_embedding_experiment(tmp_path, mode):
     """The experiment trains by plain GD in float64: those variants (and the others) change nothing,
     so a failing claim is diagnosed without a single rerun."""
-    calls = []
-
-    def planted(ctx):
-        calls.append(ctx)
-        ctx.trained.append(E.train_config(mode, ctx.seeds))
-        res = ExperimentResult("embedding", "src", ctx.seeds)
-        res.claim("embedding/critical", "planted").record(False, pair=(0, 0), reason="planted")
-        return res
-
-    experiment = replace(EXPERIMENTS["embedding"], run=planted)
-    ctx = Context([0], out=tmp_path)
-    result = experiment.run(ctx)
-    diagnose_result(experiment, ctx, result)
-    assert len(calls) == 1
+    result, runs = diagnose_planted("embedding", tmp_path, lambda ctx: E.train_config(mode, ctx.seeds))
+    assert runs == 1
     variants = {v["variant"]: v for v in result.claims[0].variants}
     assert {v["verdict"] for v in variants.values()} == {"not applicable"}
     assert variants["gd"]["reason"] == "already trained with plain GD"

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from _variants import diagnose_planted
 from condlab.reproduce import EXPERIMENTS, reproduce
 from condlab.reproduce import _transformer as tr
 from condlab.reproduce._claims import ExperimentResult
-from condlab.reproduce._context import Context
-from condlab.reproduce._diagnose import diagnose_result
 
 
 def test_anchor_task_target_is_key_plus_both_shifts() -> None:
@@ -110,17 +108,6 @@ def test_the_plateau_is_the_entropy_of_the_targets() -> None:
 
 def test_no_diagnostic_variant_reruns_the_transformer(tmp_path: Path) -> None:
     """It trains outside the shared trainer: every variant is "not applicable", none reruns it."""
-    calls = []
-
-    def planted(ctx):
-        calls.append(ctx)
-        res = ExperimentResult("transformer", "src", ctx.seeds)
-        res.claim("transformer/x", "planted").record(False, pair=(0, 0), reason="planted")
-        return res
-
-    experiment = replace(EXPERIMENTS["transformer"], run=planted)
-    ctx = Context([0], out=tmp_path)
-    result = experiment.run(ctx)
-    diagnose_result(experiment, ctx, result)
-    assert len(calls) == 1
+    result, runs = diagnose_planted("transformer", tmp_path)
+    assert runs == 1
     assert {v["verdict"] for v in result.claims[0].variants} == {"not applicable"}
