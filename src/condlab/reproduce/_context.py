@@ -69,9 +69,12 @@ class Context:
             batch = cfg.with_overrides([f"train.seeds={self.seeds}", f"train.device={self.device}",
                                         *extra, f"data.seed={d}", *self.overrides])
             self.trained.append(batch)
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                new = list(train(batch, out=folder, progress=self.progress))
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    new = list(train(batch, out=folder, progress=self.progress))
+            except KeyboardInterrupt:   # a signal as the batch ended: complete, but stop here
+                raise stopped(self, f"{tag} data {d}") from None
             if any(r.status == "interrupted" for r in new):
                 raise stopped(self, f"{tag} data {d}")
             runs += new

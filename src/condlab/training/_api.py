@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -246,6 +247,12 @@ def _run_batch(cfg: Config, out: Path | None, progress: Any, saved: dict | None,
         _write_batch(result, cfg, common)
         if not outcome.interrupted:   # complete: nothing left to resume
             checkpoint_path(out).unlink(missing_ok=True)
+    if stop.requested is not None and not outcome.interrupted:
+        # the signal came after the trainer's last look (in the batch's last epoch, or as it
+        # ended): the batch is complete (and written), and whoever called -- a sweep, reproduce,
+        # the user's script -- must stop as a signal during the batch would have made it
+        raise KeyboardInterrupt(f"stopped by {signal.Signals(stop.requested).name} as the batch ended"
+                                + (f"; its records are complete in {out}" if out is not None else ""))
     return result
 
 
