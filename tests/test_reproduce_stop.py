@@ -58,9 +58,10 @@ def test_a_signal_stops_reproduce_optimistic_between_its_batches(tmp_path, sig):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="intermittent (about 1 run in 10 under pytest, 0 in 12 alone): the "
-                   "SIGINT is lost somewhere in the facilitators sweep and the command ends normally (exit 0); "
-                   "one window (a signal in a batch's last epoch) is fixed, the other is not found yet")
+@pytest.mark.xfail(strict=False, reason="intermittent (about 1 run in 10 under pytest, 0 in 12 alone): "
+                   "the SIGINT is lost somewhere in the facilitators sweep and the command ends "
+                   "normally (exit 0); one window (a signal in a batch's last epoch) is fixed, "
+                   "the other is not found yet")
 def test_ctrl_c_stops_reproduce_facilitators_in_its_sweep(tmp_path):
     status, err, seconds = _stop_when(_cli("facilitators", tmp_path), tmp_path,
                                       "facilitators/sweeps/*/spec.yaml", signal.SIGINT)
