@@ -58,10 +58,6 @@ def test_a_signal_stops_reproduce_optimistic_between_its_batches(tmp_path, sig):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="intermittent (about 1 run in 10 under pytest, 0 in 12 alone): "
-                   "the SIGINT is lost somewhere in the facilitators sweep and the command ends "
-                   "normally (exit 0); one window (a signal in a batch's last epoch) is fixed, "
-                   "the other is not found yet")
 def test_ctrl_c_stops_reproduce_facilitators_in_its_sweep(tmp_path):
     status, err, seconds = _stop_when(_cli("facilitators", tmp_path), tmp_path,
                                       "facilitators/sweeps/*/spec.yaml", signal.SIGINT)
@@ -99,10 +95,27 @@ def test_an_interrupted_batch_stops_the_experiment_instead_of_being_judged(tmp_p
 
 
 def test_sigterm_between_batches_raises_keyboardinterrupt_and_the_handler_is_restored():
-    from condlab.reproduce._runner import sigterm_stops
+    from condlab.reproduce._runner import signals_stop
 
     before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(KeyboardInterrupt, match="SIGTERM"), sigterm_stops():
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM"), signals_stop():
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)  # the handler raises as soon as the signal is delivered
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_signal_whose_keyboardinterrupt_was_dropped_still_stops_at_the_next_check():
+    # CPython drops a KeyboardInterrupt raised inside a finalizer or weakref callback (seen: an
+    # import's module-lock callback, about 1 Ctrl-C in 10 at the facilitators sweep's start, which
+    # then ran to its end); the runner records the signal, and the next check raises it again
+    from condlab.reproduce import _context
+    from condlab.reproduce._runner import signals_stop
+
+    with signals_stop():
+        handler = signal.getsignal(signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt):
+            handler(signal.SIGINT, None)   # what a finalizer would have swallowed
+        with pytest.raises(KeyboardInterrupt, match=r"stopped by SIGINT \(the next batch\)"):
+            _context.stop_if_signalled("the next batch")
+    with signals_stop():   # a new command starts with no signal
+        _context.stop_if_signalled("the first batch")

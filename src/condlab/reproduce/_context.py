@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,7 +76,7 @@ class Context:
                     new = list(train(batch, out=folder, progress=self.progress))
             except KeyboardInterrupt:   # a signal as the batch ended: complete, but stop here
                 raise stopped(self, f"{tag} data {d}") from None
-            if any(r.status == "interrupted" for r in new):
+            if any(r.status == "interrupted" for r in new) or RECEIVED:
                 raise stopped(self, f"{tag} data {d}")
             runs += new
             self.warnings += [f"{tag} data {d}: {w.message}" for w in caught]
@@ -90,6 +91,22 @@ class Context:
         from ..plotting import save_figure
 
         result.figures += [str(p) for p in save_figure(fig, self.out / name)]
+
+
+RECEIVED: list[int] = []   # SIGINT/SIGTERM this reproduce received (runner.signals_stop records them)
+
+
+def stop_if_signalled(where: str) -> None:
+    """Raise the stop again if a signal came and its KeyboardInterrupt was lost.
+
+    CPython drops an exception raised inside a finalizer or a weakref callback ("Exception ignored
+    in ... KeyboardInterrupt"): a Ctrl-C that lands in one (an import's module-lock callback, in
+    about 1 of 10 tries during the facilitators sweep's start) would be ignored, and the
+    experiment would run to its end. The runner records every signal; the experiments call this
+    between their batches.
+    """
+    if RECEIVED:
+        raise KeyboardInterrupt(f"stopped by {signal.Signals(RECEIVED[0]).name} ({where})")
 
 
 def stopped(ctx: Context, where: str) -> KeyboardInterrupt:

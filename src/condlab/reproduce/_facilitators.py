@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ._claims import ExperimentResult, Outcome
-from ._context import Context
+from ._context import RECEIVED, Context
 from ._facilitators_task import ALIVE_RATIO, TASK, largest_line_share
 
 # ---- Pre-registered claims and thresholds (issue 25). Every value below was set, and committed on
@@ -111,7 +111,7 @@ def run_factor(ctx: Context, factor: str, epochs: int) -> list[dict[str, Any]]:
         result = sweep(sweep_spec(factor, ctx.seeds, epochs), out=ctx.out / "sweeps" / factor,
                        executor=ctx.executor, address=ctx.address, progress=ctx.progress)
     ctx.warnings += list(dict.fromkeys(f"{factor}: {w.message}" for w in caught))
-    if result.interrupted:
+    if result.interrupted or RECEIVED:
         raise KeyboardInterrupt(f"facilitators: the {factor} sweep was interrupted; run again to resume")
     if result.failed:  # e.g. condlab not importable on a Ray node: say so in one line, keep the rest
         raise SweepFailed(f"facilitators: {result.failed} runs of the {factor} sweep failed "

@@ -68,7 +68,9 @@ def train_part(batch: Batch, progress: Any = None):
     """Train the batch's runs as one condlab.train call -> its RunResult."""
     from ..records import RunSpec
     from ..training import Config, train
+    from ._context import stop_if_signalled
 
+    stop_if_signalled(f"before the facilitators batch {batch.key}")   # a Ctrl-C lost in a finalizer
     specs = [RunSpec(**fields) for _, fields in batch.runs]
     bar = progress if hasattr(progress, "update") else False  # the sweep's bar, or none
     return train(Config.from_dict(batch.config), runs=specs, progress=bar)

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ._claims import ExperimentResult, write_summary
-from ._context import Context, Experiment
+from ._context import RECEIVED, Context, Experiment, stop_if_signalled
 from ._embedding import embedding
 from ._facilitators import facilitators
 from ._multidim import fig3, fig4, fig4_plain, relu, simple_target
@@ -99,8 +99,9 @@ def reproduce(name: str, *, seeds: list[int] | None = None, quick: bool = False,
     ctx = Context(seeds, quick, Path(out) / name, device, Path(data_dir) if data_dir else None, progress,
                   smoke=smoke, data_seeds=data if data is not None else [0], executor=executor,
                   address=address)
-    with sigterm_stops(), stop_message(ctx):  # the diagnostic variants too: a stop ends the command
+    with signals_stop(), stop_message(ctx):  # the diagnostic variants too: a stop ends the command
         result = EXPERIMENTS[name].run(ctx)
+        stop_if_signalled(name)
         result.settings["quick"] = quick
         result.data_seeds = data
         result.provisional = quick
@@ -109,26 +110,33 @@ def reproduce(name: str, *, seeds: list[int] | None = None, quick: bool = False,
             from ._diagnose import diagnose_result
 
             diagnose_result(EXPERIMENTS[name], ctx, result)
+        stop_if_signalled(f"{name}: diagnostic variants")
     result.write(ctx.out)
     return result
 
 
 @contextmanager
-def sigterm_stops():
-    """Within: SIGTERM stops an experiment as Ctrl-C does (KeyboardInterrupt), also between training
-    batches, where Python's default would kill the process without a word (main thread only)."""
+def signals_stop():
+    """Within: SIGINT and SIGTERM stop an experiment (KeyboardInterrupt), also between training
+    batches (Python's default would kill on SIGTERM without a word), and each is recorded in
+    ``_context.RECEIVED``, so that one whose KeyboardInterrupt CPython dropped (raised inside a
+    finalizer) still stops the experiment at its next check (``stop_if_signalled``). Main thread
+    only."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def stop(signum, frame):
+        RECEIVED.append(signum)
         raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    RECEIVED.clear()
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @contextmanager
