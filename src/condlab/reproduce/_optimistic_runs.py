@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from .. import Config
+from ._context import stop_if_signalled
 
 D, BOX = 4, math.sqrt(3.0)
 TEACHERS = {  # (a_i, w_i): distinct directions, |w_i| ~ 1.2 (tanh's nonlinear range on the box)
@@ -101,6 +102,7 @@ def lecun_fits(cfg: Config, seeds: list[int], x_test: np.ndarray, y_test: np.nda
                           epochs=epochs, snapshot_at=[epochs])
     if outcome.interrupted:
         raise KeyboardInterrupt(f"optimistic: interrupted while training {cfg.name} (large init)")
+    stop_if_signalled(f"optimistic: {cfg.name} (large init)")   # a Ctrl-C a finalizer swallowed
     fits = []
     for r, seed in enumerate(seeds):
         if outcome.diverged_epoch[r] is not None:

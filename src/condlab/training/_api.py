@@ -108,7 +108,9 @@ def train(
     Returns the runs in memory either way. `progress` shows a bar (default: when stderr is a
     terminal), or is an object whose ``update(1)`` is called after each epoch (a sweep's bar).
     Runs that diverge or an interrupted batch (SIGINT, SIGTERM) are recorded with
-    their status. With `out`, a checkpoint is kept there every ``train.checkpoint_seconds``
+    their status; a signal that arrives as the batch ends (after the trainer's last look) lets
+    the complete batch be written, then raises KeyboardInterrupt, so the caller stops too.
+    With `out`, a checkpoint is kept there every ``train.checkpoint_seconds``
     until the batch completes, so a killed batch can be continued with ``resume(out)``.
     `runs` trains just these runs (default: every combination, ``run_specs``; not with `out`,
     whose directory names and checkpoint stand for every combination): how a sweep batches.
