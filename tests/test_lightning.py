@@ -1,4 +1,5 @@
-"""condlab.lightning_callback in a real lightning.Trainer on the CPU (a tiny model, few steps)."""
+"""condlab.lightning_callback in a real lightning.Trainer (a tiny model, few steps), on the GPU where there
+is one (benchmarks/device_checks.sh runs these tests on the GPU machine), else on the CPU."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from torch import nn
 import condlab
 
 pl = pytest.importorskip("lightning.pytorch")
+ACCELERATOR = "gpu" if torch.cuda.is_available() else "cpu"
 
 
 class _Tiny(pl.LightningModule):
@@ -53,11 +55,11 @@ def _loader() -> torch.utils.data.DataLoader:
 
 
 def _fit(model, callback, logger, steps: int) -> pl.Trainer:
-    trainer = pl.Trainer(max_steps=steps, accumulate_grad_batches=2, logger=logger, callbacks=[callback],
-                         accelerator="cpu", devices=1, enable_progress_bar=False, enable_model_summary=False,
-                         enable_checkpointing=False, log_every_n_steps=1)
     with warnings.catch_warnings():  # Lightning's own advice (num_workers, ...) is not under test
         warnings.simplefilter("ignore")
+        trainer = pl.Trainer(max_steps=steps, accumulate_grad_batches=2, logger=logger, callbacks=[callback],
+                             accelerator=ACCELERATOR, devices=1, enable_progress_bar=False,
+                             enable_model_summary=False, enable_checkpointing=False, log_every_n_steps=1)
         trainer.fit(model, _loader())
     return trainer
 

@@ -195,3 +195,59 @@ def test_a_layer_filter_selects_before_building_and_odd_weights_never_raise(tmp_
     assert main(["inspect", str(tmp_path / "empty")]) == 2
     err = capsys.readouterr().err.strip()
     assert "save_pretrained" in err and "\n" not in err
+
+
+class _TimmAttention(torch.nn.Module):
+    """timm's attention module as its names go (timm.layers.Attention): packed qkv (3E, E), proj."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.num_heads, self.head_dim = H, D
+        self.qkv, self.proj = torch.nn.Linear(E, 3 * E), torch.nn.Linear(E, E)
+
+
+class _TimmBlock(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm1, self.attn = torch.nn.LayerNorm(E), _TimmAttention()
+        self.mlp = torch.nn.Module()
+        self.mlp.fc1, self.mlp.fc2 = torch.nn.Linear(E, 2 * E), torch.nn.Linear(2 * E, E)
+
+
+def _check_timm_vit(model: torch.nn.Module, tmp_path: Path) -> None:
+    """K of head 1 in block 1 (rows E + 16 .. E + 31 of its qkv) planted: found in its row, from
+    the module (heads from the attention module's num_heads) and from a safetensors file."""
+    _plant(model.blocks[1].attn.qkv.weight, model.blocks[1].attn.qkv.bias, slice(E + 16, E + 32))
+    _check_planted(condlab.inspect(model), "blocks.1.attn.qkv.k", 1, H)
+    kinds = {lay.name: (lay.kind, lay.shape) for lay in extract_layers(model).layers}
+    assert kinds["blocks.0.attn.qkv.q.h3"] == ("attn_q", (D, E + 1))
+    assert kinds["blocks.0.attn.proj.h0"] == ("attn_o", (E, D))
+    assert kinds["blocks.0.mlp.fc1"][0] == "ffn_in" and kinds["blocks.0.mlp.fc2"][0] == "ffn_out"
+    safetensors_torch.save_file({k: v.contiguous() for k, v in model.state_dict().items()},
+                                str(tmp_path / "vit.safetensors"))
+    _check_planted(condlab.inspect(tmp_path / "vit.safetensors", heads=H), "blocks.1.attn.qkv.k", 1, H)
+
+
+def test_a_timm_style_packed_qkv_is_split_into_heads(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Module()
+    model.blocks = torch.nn.Sequential(_TimmBlock(), _TimmBlock())
+    _check_timm_vit(model, tmp_path)
+
+
+def test_timm_vit_and_resnet(tmp_path: Path) -> None:
+    """The real timm models (where timm imports: not beside the development set-up's CPU torch,
+    whose torchvision fails to load; run on the GPU machine, docs/inspect.md)."""
+    timm = pytest.importorskip("timm")
+    from timm.models.vision_transformer import VisionTransformer
+
+    torch.manual_seed(0)
+    _check_timm_vit(VisionTransformer(img_size=16, patch_size=8, embed_dim=E, depth=2, num_heads=H,
+                                      num_classes=10), tmp_path)
+    resnet = timm.create_model("resnet18", pretrained=False, num_classes=10)
+    found = extract_layers(resnet)
+    kinds = {lay.name: lay.kind for lay in found.layers}
+    assert kinds["conv1"] == "conv2d" and kinds["fc"] == "linear" and len(kinds) == 21
+    assert found.skipped and all("BatchNorm2d" in s.reason for s in found.skipped)
+    table = condlab.inspect(resnet, layers="layer4.*")
+    assert len(table) == 5 and table["rows"].tolist() == [512] * 5

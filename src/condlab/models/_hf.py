@@ -15,7 +15,9 @@ Attention layouts (``ATTENTION``; a block is found when all of its Q, K, V names
   (grouped-query attention, ``num_key_value_heads``);
 * GPT-2: one packed ``B.c_attn`` holding Q, K, V (thirds of its output features), output
   ``B.c_proj``. GPT-2's ``Conv1D`` stores its weight as (in, out), so its rows are columns
-  (``CONV1D_LEAVES``: names under which a state_dict holds such weights).
+  (``CONV1D_LEAVES``: names under which a state_dict holds such weights);
+* timm (ViT, DeiT, Swin, ...): one packed ``nn.Linear`` ``B.qkv`` holding Q, K, V (thirds of its
+  output features, its rows), output ``B.proj``; heads from the attention module's ``num_heads``.
 
 Head counts come from the model's config (``config_heads``: ``num_attention_heads`` / ``n_head``,
 ``num_key_value_heads``, ``head_dim``), an attention module's own attributes, or ``heads=``.
@@ -51,6 +53,7 @@ ATTENTION = (
            ("{b}.output.dense",)),
     Layout("llama", r"(?P<b>.*)\.q_proj", "{b}.k_proj", "{b}.v_proj", ("{b}.o_proj", "{b}.out_proj")),
     Layout("gpt2", r"(?P<b>.*)\.c_attn", "{b}.c_attn", "{b}.c_attn", ("{b}.c_proj",), packed=True),
+    Layout("timm", r"(?P<b>.*)\.qkv", "{b}.qkv", "{b}.qkv", ("{b}.proj",), packed=True),
 )
 
 

@@ -13,8 +13,8 @@ state_dict into such matrices, named by the module path a user knows:
                                       ``in_proj_weight`` or the separate ``q/k/v_proj_weight``)
                                       and ``attn.o`` (``out_proj``)
 * Hugging Face attention (``condlab.models._hf``: BERT ``query/key/value``, GPT-2 ``c_attn``, LLaMA
-  ``q_proj/k_proj/v_proj/o_proj``, ViT) -> kinds attn_q/k/v/o under their own names; GPT-2's
-  packed ``c_attn`` gives ``c_attn.q``, ``c_attn.k``, ``c_attn.v``
+  ``q_proj/k_proj/v_proj/o_proj``, ViT; timm's ``qkv/proj``) -> kinds attn_q/k/v/o under their own
+  names; a packed ``c_attn`` (``qkv``) gives ``c_attn.q``, ``c_attn.k``, ``c_attn.v``
 * per head (heads known): ``NAME.h0`` .. of Q/K/V = rows h*d .. (h+1)*d - 1 (K and V cut into
   the key/value heads of grouped-query attention); of O = the columns h*d .. (h+1)*d - 1 (what
   each output neuron reads from head h; the shared bias is left out)
@@ -197,7 +197,7 @@ def _roles(parts: dict[str, Part], heads_of: Callable[[Block], Heads],
     `others`: names of layers outside `parts` (nn.MultiheadAttention), for the FFN rules."""
     out: dict[str, list[_Spec]] = {}
     for blk in attention_blocks([n for n, p in parts.items() if p.w.ndim == 2]):
-        if blk.packed:  # GPT-2 c_attn: (3E, E) rows after transposing: Q, K, V are its thirds
+        if blk.packed:  # GPT-2 c_attn (transposed), timm qkv: (3E, E) rows, Q, K, V are its thirds
             p = parts[blk.q]
             e = p.w.shape[0] // 3
             if e * 3 != p.w.shape[0]:
