@@ -267,3 +267,31 @@ def test_a_worker_that_cannot_start_leaves_the_count_here(tmp_path: Path, monkey
     monkeypatch.setattr(_count_worker.subprocess, "Popen", subprocess.Popen)
     pd = pytest.importorskip("pandas")
     pd.testing.assert_frame_equal(rows, _rows(False, tmp_path))
+
+
+def test_a_busy_worker_does_not_hold_the_training_loop(monkeypatch) -> None:
+    # Claim: submit returns once the job is pickled, whether or not the worker reads. A job larger
+    # than a pipe's buffer (8 MB here) would block a direct write until a worker that is still
+    # counting reads it; this worker never reads, so a blocking submit would not return.
+    import subprocess
+    import sys
+    import threading
+
+    from condlab.models import _count_worker
+
+    real = subprocess.Popen
+
+    def sleeper(args, **kwargs):
+        return real([sys.executable, "-c", "import time; time.sleep(60)"], **kwargs)
+
+    monkeypatch.setattr(_count_worker.subprocess, "Popen", sleeper)
+    worker = _count_worker.CountWorker()
+    done = threading.Event()
+    threading.Thread(target=lambda: (worker.submit(0, [np.zeros((1000, 1000))], {}), done.set()),
+                     daemon=True).start()
+    try:
+        assert done.wait(timeout=20), "submit waited for the worker to read"
+        assert worker.poll() is None and worker.failed is None
+    finally:
+        worker._proc.kill()
+        worker.close()

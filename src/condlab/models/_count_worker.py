@@ -13,6 +13,11 @@ A job is (key, matrices, count keywords); a result is (key, list of Orientations
 None, error text). ``CountWorker`` is the parent's side: ``submit`` sends a job, ``poll``
 returns the next result if it came back, ``wait`` blocks for it. If the worker cannot
 start or dies, ``failed`` says why and the Tracker counts in its own process instead.
+
+``submit`` pickles the job in the calling thread (the matrices may be views of weights that
+go on training) and a sender thread writes it: a job is larger than the pipe's buffer, so a
+write waits until the worker reads, and a worker still counting the last job would otherwise
+hold the training loop there (measured: 14 ms a measurement, 11 % of a 1000-step MLP loop).
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ class CountWorker:
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self._reader = threading.Thread(target=self._read, name="condlab-count-reader", daemon=True)
         self._reader.start()
+        self._send: queue.Queue = queue.Queue()
+        self._sender = threading.Thread(target=self._write, name="condlab-count-sender", daemon=True)
+        self._sender.start()
 
     def _read(self) -> None:
         try:
@@ -51,17 +59,21 @@ class CountWorker:
         except Exception as err:  # a broken stream: the same as a dead worker
             self._out.put((_END, repr(err)))
 
+    def _write(self) -> None:
+        while (data := self._send.get()) is not _END:
+            try:
+                self._proc.stdin.write(data)
+                self._proc.stdin.flush()
+            except (BrokenPipeError, OSError, ValueError) as err:
+                self.failed = f"the count worker stopped ({err})"
+                return
+
     def submit(self, key: Any, matrices: list, kwargs: dict[str, Any]) -> bool:
-        """Send a job; False (and ``failed`` set) when the worker is gone."""
+        """Queue a job for the worker; False when the worker is known to be gone (``failed``)."""
         if self.failed is not None:
             return False
-        try:
-            pickle.dump((key, matrices, kwargs), self._proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-            self._proc.stdin.flush()
-            return True
-        except (BrokenPipeError, OSError, ValueError) as err:
-            self.failed = f"the count worker stopped ({err})"
-            return False
+        self._send.put(pickle.dumps((key, matrices, kwargs), protocol=pickle.HIGHEST_PROTOCOL))
+        return True
 
     def _take(self, block: bool) -> tuple | None:
         try:
@@ -83,7 +95,9 @@ class CountWorker:
         return None if self.failed is not None else self._take(block=True)
 
     def close(self) -> None:
-        """Close the worker's stdin (it exits) and reap it."""
+        """Write the jobs still queued, close the worker's stdin (it exits) and reap it."""
+        self._send.put(_END)
+        self._sender.join(timeout=60)  # the worker reads each job when it has counted the last
         try:
             self._proc.stdin.close()
         except OSError:
