@@ -64,14 +64,19 @@ class LocalExecutor(Executor):
             self._run(batches, str(runs_dir), storage, bar, on_done)
 
     def _run(self, batches: list[Batch], runs_dir: str, storage: Any, bar: Any, on_done: OnDone) -> None:
+        from ..training import StoppedAfterBatch
+
         with ThreadPoolExecutor(max_workers=1) as writer:
             writing: list[tuple[Batch, Future]] = []
+            late: StoppedAfterBatch | None = None
             for batch in batches:
                 started = threading.Event()
                 counter = _EpochCounter(bar, batch.cost / max(batch.epochs, 1), started)
                 prepared = writer.submit(_prepare_when, started, batch, runs_dir)
                 try:
                     result = train_part(batch, progress=counter)
+                except StoppedAfterBatch as stop:  # Ctrl-C as the batch ended: write it, then stop
+                    result, late = stop.result, stop
                 except Exception as err:  # a broken batch must not stop the others
                     writer.submit(discard_part, batch, runs_dir)
                     on_done(batch, BatchDone(batch.key, {}, error=f"{type(err).__name__}: {err}"))
@@ -82,10 +87,12 @@ class LocalExecutor(Executor):
                                                      prepared, storage)))
                 while writing and writing[0][1].done():
                     self._report(*writing.pop(0), on_done)
-                if any(run.status == "interrupted" for run in result.runs):
+                if late is not None or any(run.status == "interrupted" for run in result.runs):
                     break
             for item in writing:
                 self._report(*item, on_done)
+            if late is not None:
+                raise late
 
     @staticmethod
     def _report(batch: Batch, future: Future, on_done: OnDone) -> None:

@@ -51,6 +51,7 @@ _EXPORTS = {
     "make_dataset": "._data",
     "preset": "._presets",
     "read_checkpoint": "._checkpoint",
+    "StoppedAfterBatch": "._checkpoint",
     "resume": "._api",
     "run_config": "._api",
     "snapshot_epochs": "._config",

@@ -26,6 +26,7 @@ from ..records import (
     write_runs,
 )
 from ._checkpoint import (
+    StoppedAfterBatch,
     StopRequests,
     checkpoint_path,
     read_checkpoint,
@@ -109,7 +110,8 @@ def train(
     terminal), or is an object whose ``update(1)`` is called after each epoch (a sweep's bar).
     Runs that diverge or an interrupted batch (SIGINT, SIGTERM) are recorded with
     their status; a signal that arrives as the batch ends (after the trainer's last look) lets
-    the complete batch be written, then raises KeyboardInterrupt, so the caller stops too.
+    the complete batch be written, then raises ``StoppedAfterBatch`` (a KeyboardInterrupt whose
+    ``result`` is the batch), so the caller stops too.
     With `out`, a checkpoint is kept there every ``train.checkpoint_seconds``
     until the batch completes, so a killed batch can be continued with ``resume(out)``.
     `runs` trains just these runs (default: every combination, ``run_specs``; not with `out`,
@@ -253,8 +255,8 @@ def _run_batch(cfg: Config, out: Path | None, progress: Any, saved: dict | None,
         # the signal came after the trainer's last look (in the batch's last epoch, or as it
         # ended): the batch is complete (and written), and whoever called -- a sweep, reproduce,
         # the user's script -- must stop as a signal during the batch would have made it
-        raise KeyboardInterrupt(f"stopped by {signal.Signals(stop.requested).name} as the batch ended"
-                                + (f"; its records are complete in {out}" if out is not None else ""))
+        raise StoppedAfterBatch(f"stopped by {signal.Signals(stop.requested).name} as the batch ended"
+                                + (f"; its records are complete in {out}" if out is not None else ""), result)
     return result
 
 

@@ -162,6 +162,16 @@ def _cpu(obj: Any) -> Any:
     return obj
 
 
+class StoppedAfterBatch(KeyboardInterrupt):
+    """A stop asked for as a batch ended: the batch is complete (`result`, and on disk where
+    ``train`` had an ``out``), and the caller stops as for any Ctrl-C. A sweep writes `result`
+    first, so a resumed sweep does not train that batch again."""
+
+    def __init__(self, message: str, result: Any) -> None:
+        super().__init__(message)
+        self.result = result
+
+
 class StopRequests:
     """Within ``with``: SIGINT and SIGTERM ask training to stop cleanly at the next epoch.
 
