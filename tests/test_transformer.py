@@ -99,6 +99,43 @@ def test_claims_fail_when_planted_weights_break_them_and_hold_otherwise() -> Non
     assert set(plateau.values()) == {"inconclusive"}
 
 
+def _planted_runs(monkeypatch, quick: bool, tmp_path: Path) -> tuple[list[tuple], ExperimentResult]:
+    """Run the experiment with train_run planted (no training, no figures) -> (its calls, result)."""
+    from condlab.reproduce._context import Context
+
+    calls: list[tuple] = []
+
+    def fake_run(init, layer_norm, seed, steps, out):
+        calls.append((layer_norm, init, seed, steps))
+        def c(m: str) -> list[float]:  # planted to satisfy every claim: Q, K condense at small init only
+            return [0.0, 0.9, 0.9] if init == "small" and m in ("q", "k") else [0.0, 0.0, 0.0]
+        curves = {(layer, m): _curve(c(m)) for layer in (0, 1) for m in tr.MATRICES}
+        return {"curves": curves, "loss": [LEARNED] * steps}
+
+    monkeypatch.setattr(tr, "train_run", fake_run)
+    monkeypatch.setattr(tr, "_heatmaps", lambda *a: None)
+    monkeypatch.setattr(tr, "_curves_figure", lambda *a: None)
+    monkeypatch.setattr(Context, "save", lambda self, res, fig, name: None)
+    return calls, tr.transformer(Context(seeds=[0, 1], quick=quick, out=tmp_path))
+
+
+def test_the_default_run_trains_and_judges_both_variants_quick_one(monkeypatch, tmp_path: Path) -> None:
+    """--quick saves time by training only QUICK_VARIANTS; the default run is unchanged by that:
+    every variant, init and seed for STEPS steps, every claim judged on its runs."""
+    calls, res = _planted_runs(monkeypatch, False, tmp_path)
+    assert sorted(calls) == sorted((ln, init, seed, tr.STEPS) for ln in tr.VARIANTS.values()
+                                   for init in tr.INITS for seed in (0, 1))
+    assert len(res.claims) == 18 and all(c.outcomes == ["holds", "holds"] for c in res.claims)
+    calls, res = _planted_runs(monkeypatch, True, tmp_path)
+    assert sorted(calls) == sorted((tr.VARIANTS[v], init, 0, tr.QUICK_STEPS) for v in tr.QUICK_VARIANTS
+                                   for init in tr.INITS)
+    for claim in res.claims:
+        trained = claim.id.split("/")[1] in tr.QUICK_VARIANTS
+        assert claim.outcomes == (["holds"] if trained else ["inconclusive"]), claim.id
+        assert trained or "not trained by --quick" in claim.reasons[0]
+    assert any("variant only" in note for note in res.notes)
+
+
 def test_the_plateau_is_the_entropy_of_the_targets() -> None:
     assert tr.marginal_entropy(torch.arange(4).repeat(10)) == pytest.approx(np.log(4))
     _, y = tr.anchor_task(tr.TRAIN_N, seed=0)
