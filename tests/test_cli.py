@@ -115,3 +115,15 @@ def test_every_table_has_json_and_listing_has_one_form(capsys):
     with pytest.raises(SystemExit) as stop:  # one form of listing: `condlab experiments`
         main(["reproduce", "--list"])
     assert stop.value.code == 2
+
+
+@pytest.mark.parametrize("verdicts, line", [
+    (["holds", "holds"], "all claims hold"),
+    (["holds", "inconclusive"], "SOME CLAIMS INCONCLUSIVE, none fails"),
+    (["inconclusive", "fails"], "SOME CLAIMS FAIL"),
+])
+def test_reproduce_summary_tells_a_failure_from_an_inconclusive_claim(verdicts, line):
+    from condlab._cli_lists import _summary
+
+    assert _summary("ran", verdicts) == line
+    assert _summary("skipped", verdicts) == "NOT RUN"

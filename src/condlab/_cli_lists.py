@@ -86,13 +86,22 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     for result in results:
         for note in result.notes:
             print(f"note ({result.experiment}): {note}")
-        verdict = ("NOT RUN" if result.status != "ran" else
-                   "all claims hold" if result.all_hold else "SOME CLAIMS FAIL")
+        verdict = _summary(result.status, [c.verdict for c in result.claims])
         print(f"{result.experiment}: {verdict}; {out / result.experiment / 'claims.json'}, "
               f"{len(result.figures)} figure files")
     if stamped:
         print(f"results in {out} ({point_latest(out)} points there)")
     return 0
+
+
+def _summary(status: str | None, verdicts: list[str | None]) -> str:
+    """One experiment's line: NOT RUN, all claims hold, SOME CLAIMS FAIL, or, with none failing,
+    SOME CLAIMS INCONCLUSIVE (the two are different news: a failure is a measured disagreement)."""
+    if status != "ran":
+        return "NOT RUN"
+    if all(v == "holds" for v in verdicts):
+        return "all claims hold"
+    return "SOME CLAIMS FAIL" if "fails" in verdicts else "SOME CLAIMS INCONCLUSIVE, none fails"
 
 
 def reproduce_settings(name: str, seeds: list[int] | None, data_seeds: list[int] | None,
@@ -113,8 +122,7 @@ def _reproduced_already(out, names: list[str], as_json: bool) -> int:
     if as_json:
         print(json.dumps(claims if len(claims) > 1 else claims[0], indent=2))
     for name, c in zip(names, claims, strict=True):
-        state = ("NOT RUN" if c.get("status") != "ran" else
-                 "all claims hold" if c.get("all_hold") else "SOME CLAIMS FAIL")
+        state = _summary(c.get("status"), [claim.get("verdict") for claim in c.get("claims", [])])
         print(f"{name}: already reproduced with these settings ({state}): {out / name / 'claims.json'}; "
               "nothing run (--overwrite runs it again)", file=sys.stderr if as_json else sys.stdout)
     return 0
