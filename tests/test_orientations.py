@@ -250,6 +250,31 @@ def test_top_vector_is_the_same_from_the_scatter_side_and_the_gram_side():
             assert np.allclose((wide * proj).sum(axis=1)[:3], 0.0, atol=1e-10)
 
 
+def test_top_vector_by_lanczos_is_the_dense_solvers_vector():
+    # claim: above LANCZOS_MIN on both sides (dims and members) the top eigenvector comes from
+    # Lanczos iterations; where the top eigenvalue stands apart it is the dense eigh's vector to
+    # 1e-8 (up to sign), orthogonal to a projected-out vector, and an empty set gives the fallback
+    from condlab.analysis._arcs import LANCZOS_MIN, top_vector
+
+    rng = np.random.default_rng(11)
+    k, n = LANCZOS_MIN + 40, LANCZOS_MIN + 60
+    X = rng.standard_normal((3, n, k)) * np.linspace(1.0, 0.3, k)
+    X[:, :, 5] *= 6.0  # a clear top direction (and a second one, for the projection)
+    X[:, :, 9] *= 3.0
+    M = np.ones((3, n))
+    M[2] = 0.0
+    fallback = np.full((3, k), 1 / np.sqrt(k))
+    out = np.eye(k)[5][None].repeat(3, axis=0)
+    for proj in (None, out):
+        got = top_vector(X, M, fallback, proj)
+        Y = X[:2] if proj is None else X[:2] - (X[:2] @ out[0])[..., None] * out[0]
+        dense = np.linalg.eigh(Y.transpose(0, 2, 1) @ Y)[1][..., -1]
+        assert np.allclose(np.abs((got[:2] * dense).sum(axis=1)), 1.0, atol=1e-8)
+        assert np.array_equal(got[2], fallback[2])
+        if proj is not None:
+            assert np.allclose(got[:2, 5], 0.0, atol=1e-8)
+
+
 def test_a_wide_layer_with_few_rows_per_line_is_counted():
     # a 256 x 768 layer (3 planted lines of 64 rows each): the arc search's eigenproblems are on
     # the 64-row side, not 768 x 768 (which took ~10 s here, a 768 x 3072 layer ~10 min)

@@ -34,6 +34,7 @@ ARC_ANISOTROPY = 4.0
 ARC_ALPHA = 0.05
 GAP_ALPHA = 0.01
 FLAT_NULL_DRAWS, FLAT_NULL_SEED = 4000, 20261127  # the simulated null of `flat_bound`
+LANCZOS_MIN = 192  # above this size on both sides (dims, members): Lanczos, not a dense eigh
 
 
 def top_vector(X: np.ndarray, M: np.ndarray, fallback: np.ndarray, out_of: np.ndarray | None = None
@@ -45,9 +46,13 @@ def top_vector(X: np.ndarray, M: np.ndarray, fallback: np.ndarray, out_of: np.nd
     Computed on the smaller side: the k × k scatter when k <= the largest member count, else the
     c × c Gram matrix of the c member rows (top eigenvector w, then Yᵀw / ‖Yᵀw‖: the same vector,
     as Y Yᵀ and Yᵀ Y share their nonzero spectrum). A 768 x 3072 layer (GPT-2's MLP output)
-    has groups of a few hundred rows: a 3072² eigenproblem per group took minutes.
+    has groups of a few hundred rows: a 3072² eigenproblem per group took minutes. Where both
+    sides exceed LANCZOS_MIN (a trained 3072 x 768 layer: lines of a thousand rows in 768
+    dimensions), a dense eigh would cost O(side³) for one vector: `_top_lanczos` instead.
     """
     c = int(M.sum(axis=1).max(initial=0))
+    if min(X.shape[2], c) > LANCZOS_MIN:
+        return _top_lanczos(X, M, fallback, out_of)
     if X.shape[2] <= c:
         S = (X.transpose(0, 2, 1) * M[:, None, :]) @ X
         if out_of is not None:  # (I - vvᵀ) S (I - vvᵀ)
@@ -67,6 +72,31 @@ def top_vector(X: np.ndarray, M: np.ndarray, fallback: np.ndarray, out_of: np.nd
         vec /= np.maximum(norm, 1e-300)
         some = np.abs(Y).sum(axis=(1, 2)) > 0
     return np.where(some[:, None], vec, fallback)
+
+
+def _top_lanczos(X: np.ndarray, M: np.ndarray, fallback: np.ndarray, out_of: np.ndarray | None
+                 ) -> np.ndarray:
+    """`top_vector` by Lanczos iterations (scipy's ``eigsh``, eigenvalue to 1e-9) on v -> Yᵀ(Y v),
+    Y the member rows: a few dozen products with Y instead of forming and decomposing a k × k
+    matrix. Where the top eigenvalue stands apart (a line's axis, an arc's tangent) it is the
+    dense solver's vector to ~1e-9; where it does not (the tangent of a round line: no main
+    direction) it is another vector of the near-degenerate top, as arbitrary as the dense one's.
+    Started from `fallback` (a fixed start: the same vector on every call)."""
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
+    out = np.array(fallback, dtype=float, copy=True)
+    for p in range(len(X)):
+        on = M[p] > 0
+        Y = X[p][on] * M[p][on, None]
+        if out_of is not None:
+            Y = Y - (Y @ out_of[p])[:, None] * out_of[p]
+        if not np.abs(Y).sum() > 0:
+            continue
+        k = Y.shape[1]
+        start = fallback[p] if np.abs(fallback[p]).sum() > 0 else np.ones(k)
+        op = LinearOperator((k, k), matvec=lambda v, Y=Y: Y.T @ (Y @ v), dtype=Y.dtype)
+        out[p] = eigsh(op, k=1, which="LA", v0=start, tol=1e-9)[1][:, 0]
+    return out
 
 
 def gap_bound(n: np.ndarray) -> np.ndarray:
