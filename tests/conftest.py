@@ -63,3 +63,22 @@ def reference(monkeypatch):
 def accelerated(monkeypatch):
     """The fast paths on, also under ``CONDLAB_REFERENCE=1`` (for tests of the fast paths themselves)."""
     monkeypatch.delenv(ENV_VAR, raising=False)
+
+
+@pytest.fixture
+def late_signal(monkeypatch):
+    """condlab.train's stop requests get a SIGINT that arrives as a batch ends, after the trainer's
+    last look at it (the trainer never sees it in time)."""
+    import signal
+
+    from condlab.training import _api
+
+    class LateSignal(_api.StopRequests):
+        def __call__(self) -> bool:
+            return False
+
+        def __exit__(self, *exc) -> None:
+            self.requested = signal.SIGINT
+            super().__exit__(*exc)
+
+    monkeypatch.setattr(_api, "StopRequests", LateSignal)

@@ -236,21 +236,10 @@ def test_a_checkpoint_with_thinned_snapshots_in_full_still_resumes(tmp_path, mon
         assert all(np.array_equal(a.full_weights[k], b.full_weights[k]) for k in a.full_weights)
 
 
-def test_a_signal_in_the_batchs_last_epoch_is_not_lost(tmp_path, monkeypatch):
+def test_a_signal_in_the_batchs_last_epoch_is_not_lost(tmp_path, late_signal):
     # claim: a stop asked after the trainer's last look (the batch's last epoch) still stops the
     # caller: train() raises KeyboardInterrupt, naming the signal, after writing the complete
     # batch (before, the batch ended as if no signal had come, and a sweep or reproduce went on)
-    from condlab.training import _api
-
-    class LateSignal(_api.StopRequests):
-        def __call__(self) -> bool:   # the trainer never sees it in time ...
-            return False
-
-        def __exit__(self, *exc) -> None:   # ... it arrives as the batch ends
-            self.requested = signal.SIGINT
-            super().__exit__(*exc)
-
-    monkeypatch.setattr(_api, "StopRequests", LateSignal)
     cfg = condlab.preset("fig5").with_overrides(["train.epochs=5", "model.width=4", "train.seeds=[0,1]"])
     late = r"stopped by SIGINT as the batch ended; its records are complete"
     with pytest.raises(KeyboardInterrupt, match=late):

@@ -411,21 +411,10 @@ def test_a_sweep_freezes_older_objects_for_the_gc_and_hands_them_back(tmp_path, 
         gc.unfreeze()
 
 
-def test_a_signal_as_a_batch_ends_stops_the_sweep_after_writing_that_batch(tmp_path, monkeypatch):
+def test_a_signal_as_a_batch_ends_stops_the_sweep_after_writing_it(tmp_path, monkeypatch, late_signal):
     # claim: Ctrl-C that lands after the trainer's last look at a batch stops the sweep (no later
     # batch starts), and the complete batch is written, so a resumed sweep does not train it again
-    from condlab.training import _api
-
-    class LateSignal(_api.StopRequests):
-        def __call__(self) -> bool:   # the trainer never sees it in time ...
-            return False
-
-        def __exit__(self, *exc) -> None:   # ... it arrives as the batch ends
-            self.requested = signal.SIGINT
-            super().__exit__(*exc)
-
     spec = dict(TINY, grid={"model.width": [8]})  # two batches (data seeds 0, 1) of 4 runs
-    monkeypatch.setattr(_api, "StopRequests", LateSignal)
     result = condlab.sweep(spec, out=tmp_path, progress=False)
     monkeypatch.undo()
     assert result.interrupted and result.trained == 4
