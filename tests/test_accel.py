@@ -8,6 +8,7 @@ warning, and the fast paths' own promises (resume bit for bit, silent divergence
 
 from __future__ import annotations
 
+import signal
 import sys
 import types
 import warnings
@@ -371,6 +372,9 @@ def test_ctrl_c_stops_the_compiled_phase_runs_and_marks_the_batch_interrupted(ac
     assert find("phase step", TwoLayer, two_layer(), 3) is not None
     # compile first (seconds on a loaded machine), so that the interrupt lands in the training loop
     train_to_convergence(m, points, [0, 1], tol=0.0, max_steps=2)
+    # Python's own Ctrl-C handler, as in a terminal: a suite started as a background job of a
+    # non-interactive shell inherits SIGINT ignored, and interrupt_main then does nothing
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(1.0, _thread.interrupt_main)
     start = time.perf_counter()
     timer.start()
@@ -378,5 +382,6 @@ def test_ctrl_c_stops_the_compiled_phase_runs_and_marks_the_batch_interrupted(ac
         batch = train_to_convergence(m, points, [0, 1], tol=0.0, max_steps=1_000_000)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert batch.interrupted and time.perf_counter() - start < 30
     assert all(r.status == "interrupted" for r in batch.runs)
