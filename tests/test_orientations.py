@@ -275,6 +275,23 @@ def test_top_vector_by_lanczos_is_the_dense_solvers_vector():
             assert np.allclose(got[:2, 5], 0.0, atol=1e-8)
 
 
+def test_top_vector_falls_back_to_the_dense_solver_where_lanczos_does_not_converge(monkeypatch):
+    import scipy.sparse.linalg as sparse
+
+    from condlab.analysis._arcs import LANCZOS_MIN, top_vector
+
+    def no_convergence(*args, **kwargs):
+        raise sparse.ArpackNoConvergence("planted", np.zeros(0), np.zeros((0, 0)))
+
+    monkeypatch.setattr(sparse, "eigsh", no_convergence)
+    rng = np.random.default_rng(12)
+    X = rng.standard_normal((1, LANCZOS_MIN + 20, LANCZOS_MIN + 10))
+    X[:, :, 3] *= 5.0
+    got = top_vector(X, np.ones((1, X.shape[1])), np.full((1, X.shape[2]), 1.0))
+    dense = np.linalg.eigh(X[0].T @ X[0])[1][:, -1]
+    assert abs(got[0] @ dense) == pytest.approx(1.0, abs=1e-10)
+
+
 def test_a_wide_layer_with_few_rows_per_line_is_counted():
     # a 256 x 768 layer (3 planted lines of 64 rows each): the arc search's eigenproblems are on
     # the 64-row side, not 768 x 768 (which took ~10 s here, a 768 x 3072 layer ~10 min)

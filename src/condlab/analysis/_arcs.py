@@ -81,8 +81,9 @@ def _top_lanczos(X: np.ndarray, M: np.ndarray, fallback: np.ndarray, out_of: np.
     matrix. Where the top eigenvalue stands apart (a line's axis, an arc's tangent) it is the
     dense solver's vector to ~1e-9; where it does not (the tangent of a round line: no main
     direction) it is another vector of the near-degenerate top, as arbitrary as the dense one's.
-    Started from `fallback` (a fixed start: the same vector on every call)."""
-    from scipy.sparse.linalg import LinearOperator, eigsh
+    Started from `fallback` (a fixed start: the same vector on every call); where ARPACK does not
+    converge, the dense eigh of that set."""
+    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 
     out = np.array(fallback, dtype=float, copy=True)
     for p in range(len(X)):
@@ -95,7 +96,10 @@ def _top_lanczos(X: np.ndarray, M: np.ndarray, fallback: np.ndarray, out_of: np.
         k = Y.shape[1]
         start = fallback[p] if np.abs(fallback[p]).sum() > 0 else np.ones(k)
         op = LinearOperator((k, k), matvec=lambda v, Y=Y: Y.T @ (Y @ v), dtype=Y.dtype)
-        out[p] = eigsh(op, k=1, which="LA", v0=start, tol=1e-9)[1][:, 0]
+        try:
+            out[p] = eigsh(op, k=1, which="LA", v0=start, tol=1e-9)[1][:, 0]
+        except ArpackNoConvergence:  # rare (a flat top spectrum): the dense solver never fails so
+            out[p] = np.linalg.eigh(Y.T @ Y)[1][:, -1]
     return out
 
 
