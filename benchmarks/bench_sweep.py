@@ -97,7 +97,7 @@ def profile(epochs: int, layout: str) -> None:
         wall = time.perf_counter() - start
     print(f"{layout}: wall {wall:.2f} s, training {result.train_seconds:.2f} s (profiled, serial)")
     stats = pstats.Stats(prof)
-    stats.sort_stats("cumulative").print_stats(r"condlab/(_sweep|_records|_io|analysis|_api)", 30)
+    stats.sort_stats("cumulative").print_stats(r"condlab/(sweeps|records|analysis|training/_api)", 30)
 
 
 def main() -> None:
