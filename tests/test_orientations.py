@@ -98,6 +98,21 @@ def test_tiny_rows_are_negligible_and_a_lognormal_population_is_not():
     assert len(count_orientations(W).negligible) == 0
 
 
+def test_the_negligible_rules_median_is_numpys_nanmedian_over_the_valid_entries():
+    # the cutoff's median (no masked arrays) must give np.nanmedian's numbers bit for bit:
+    # odd and even counts, ties, rows with one valid entry
+    from condlab.analysis._counting import _median
+
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        x = rng.standard_normal((4, int(rng.integers(1, 30))))
+        if trial % 3 == 0:
+            x = np.round(x, 1)
+        valid = rng.random(x.shape) < 0.7
+        valid[:, 0] = True
+        assert np.array_equal(_median(x, valid), np.nanmedian(np.where(valid, x, np.nan), axis=1))
+
+
 def test_shares_scattered_and_negligible_partition_the_rows():
     # claim: every row is in exactly one of lines, arcs, scattered, negligible; shares add up
     W = three_lines(3, scattered=40)

@@ -62,12 +62,22 @@ def negligible_cutoff(amp: np.ndarray, mads: np.ndarray) -> np.ndarray:
     """(B,) amplitude below which a row of amp (B, m) is negligible (step 1; 0 rows never count)."""
     pos = amp > 0
     some = pos.any(axis=1)
-    la = np.where(pos, np.log(np.where(pos, amp, 1.0)), np.nan)
-    la[~some] = 0.0  # a layer of zero rows has no median: its cutoff is inf below
-    med = np.nanmedian(la, axis=1)
-    mad = 1.4826 * np.nanmedian(np.abs(la - med[:, None]), axis=1)
+    la = np.log(np.where(pos, amp, 1.0))
+    med = _median(la, pos)
+    mad = 1.4826 * _median(np.abs(la - med[:, None]), pos)
     cut = np.exp(med - np.maximum(mads * mad, math.log(NEGLIGIBLE_MIN_RATIO)))
-    return np.where(some, cut, np.inf)
+    return np.where(some, cut, np.inf)  # a layer of zero rows has no median: nothing is negligible
+
+
+def _median(x: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """(B,) median of each row of x (B, m) over its valid entries (the mean of the two middle ones
+    for an even count, as np.median); 0 where none is valid. np.nanmedian would give the same
+    numbers through masked arrays: 14 ms to import numpy.ma, and slow on small rows."""
+    ranked = np.sort(np.where(valid, x, np.inf), axis=1)
+    c = np.maximum(valid.sum(axis=1), 1)[:, None]
+    lo = np.take_along_axis(ranked, (c - 1) // 2, axis=1)[:, 0]
+    hi = np.take_along_axis(ranked, c // 2, axis=1)[:, 0]
+    return np.where(valid.any(axis=1), (lo + hi) / 2, 0.0)
 
 
 def canonical_order(W: np.ndarray, amp: np.ndarray) -> np.ndarray:

@@ -414,7 +414,9 @@ def fit(U: np.ndarray, w: np.ndarray, n_min: np.ndarray, h: int, penalty: np.nda
         # a layer whose components changed fits again from its current state beside the layers
         # still in their EM (rounds overlap; each layer's sequence of fits is what it is alone)
         still = em(U, UT, w, mu, log_s, log_pi, k, moving, n_min, prev, steps, until=len(moving) // 4)
-        moving = np.concatenate([still, decide(np.setdiff1d(moving, still))])
+        going = np.zeros(B, bool)
+        going[still] = True
+        moving = np.concatenate([still, decide(moving[~going[moving]])])
     return Fit(mu, np.exp(log_s), log_pi, alive, root, comp, loss, C)
 
 
