@@ -295,3 +295,37 @@ def test_a_busy_worker_does_not_hold_the_training_loop(monkeypatch) -> None:
     finally:
         worker._proc.kill()
         worker.close()
+
+
+def test_a_layer_that_may_take_the_lanczos_path_has_its_solver_imported_before_the_loop(monkeypatch) -> None:
+    # Claim: a layer with more than LANCZOS_MIN rows and inputs makes the worker import the arc
+    # search's Lanczos solver before its first job (that import, ~0.2 s at the first such count,
+    # held bench_tracker's MLP loop: +32 % instead of +5 %); smaller layers start no import.
+    from condlab.analysis._arcs import LANCZOS_MIN
+    from condlab.models import _count_worker
+
+    asked = []
+    real = _count_worker.CountWorker.__init__
+
+    def spy(self, preload: bool = False) -> None:
+        asked.append(preload)
+        real(self, preload)
+
+    monkeypatch.setattr(_count_worker.CountWorker, "__init__", spy)
+    for model in (nn.Linear(LANCZOS_MIN, LANCZOS_MIN + 1), nn.Linear(4, 16)):
+        condlab.Tracker(model, every=5).close()
+    assert asked == [True, False]
+
+
+def test_a_worker_told_to_preload_has_the_lanczos_solver_before_any_job() -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = ("import runpy, sys; sys.argv = ['worker', '--preload']; "
+            "runpy.run_module('condlab.models._count_worker', run_name='__main__'); "
+            "print('scipy.sparse.linalg' in sys.modules, file=sys.stderr)")
+    src = str(Path(condlab.__file__).parents[1])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": src})
+    assert out.stderr.strip().splitlines()[-1] == "True"

@@ -36,9 +36,11 @@ _EXPORTS = {
     "flow_for_optimizer": "._leading",
     "is_external": "._external",
     "line_angles": "._theory",
+    "may_use_lanczos": "._arcs",
     "model_rank": "._rank",
     "output_direction": "._leading",
     "predict_lines": "._theory",
+    "preload_lanczos": "._arcs",
     "rank_over_snapshots": "._rank",
     "reduce": "._reduce",
 }

@@ -74,6 +74,18 @@ def top_vector(X: np.ndarray, M: np.ndarray, fallback: np.ndarray, out_of: np.nd
     return np.where(some[:, None], vec, fallback)
 
 
+def may_use_lanczos(m: int, k: int) -> bool:
+    """Whether counting a layer of m rows and k inputs can take `_top_lanczos` (whose first call
+    in a process imports scipy.sparse.linalg, ~0.2 s): a group needs more than LANCZOS_MIN
+    members and dimensions."""
+    return min(int(m), int(k)) > LANCZOS_MIN
+
+
+def preload_lanczos() -> None:
+    """Import what `_top_lanczos` needs now, e.g. before a loop whose counts must not stall once."""
+    import scipy.sparse.linalg  # noqa: F401
+
+
 def _top_lanczos(X: np.ndarray, M: np.ndarray, fallback: np.ndarray, out_of: np.ndarray | None
                  ) -> np.ndarray:
     """`top_vector` by Lanczos iterations (scipy's ``eigsh``, eigenvalue to 1e-9) on v -> Yᵀ(Y v),

@@ -36,13 +36,16 @@ _END = object()
 class CountWorker:
     """The parent's end of one worker process."""
 
-    def __init__(self) -> None:
+    def __init__(self, preload: bool = False) -> None:
+        """`preload`: the worker imports the arc search's Lanczos solver before its first job
+        (``analysis.preload_lanczos``), so that no count in the loop pays that import."""
         env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
         self.failed: str | None = None
         self._out: queue.Queue = queue.Queue()
-        self._proc = subprocess.Popen([sys.executable, "-m", "condlab.models._count_worker"],
+        argv = [sys.executable, "-m", "condlab.models._count_worker", *(["--preload"] if preload else [])]
+        self._proc = subprocess.Popen(argv,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self._reader = threading.Thread(target=self._read, name="condlab-count-reader", daemon=True)
         self._reader.start()
@@ -129,6 +132,10 @@ def _serve(jobs, results) -> None:
 
 
 if __name__ == "__main__":
+    if "--preload" in sys.argv[1:]:  # before the first job: while the tracker starts, not in its loop
+        from condlab.analysis import preload_lanczos
+
+        preload_lanczos()
     # stdout carries the results; anything printed (a warning) goes to stderr instead
     _results = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())

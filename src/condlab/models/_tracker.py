@@ -56,6 +56,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..analysis import may_use_lanczos, preload_lanczos
 from ._counts import count_weights, one_blas_thread
 from ._inspect import TOP_SHARES, _pandas, layer_row
 from ._layers import extract_layers
@@ -114,11 +115,17 @@ class Tracker:
             self.out, type(model).__qualname__, self._meta())
         self._jobs: deque[_Job] = deque()
         self._worker = None
+        # a layer whose arc search may take the Lanczos path: its solver is imported now, not at
+        # the first count in the loop (0.2 s there held a 1000-step MLP loop: +32 % instead of +5 %)
+        preload = any(may_use_lanczos(*lay.shape) for lay in
+                      extract_layers(model, layers=layers, heads=heads).layers)
+        if preload and not background:
+            preload_lanczos()
         if background:
             from ._count_worker import CountWorker
 
             try:
-                self._worker = CountWorker()
+                self._worker = CountWorker(preload=preload)
                 weakref.finalize(self, self._worker.close)
             except OSError as err:  # no process could be started: the count runs here
                 warnings.warn(f"condlab.Tracker: the count worker did not start ({err}); counting in "
