@@ -329,3 +329,15 @@ def test_a_worker_told_to_preload_has_the_lanczos_solver_before_any_job() -> Non
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": src})
     assert out.stderr.strip().splitlines()[-1] == "True"
+
+
+def test_the_finiteness_check_sees_nan_and_inf_and_not_an_overflowing_sum() -> None:
+    from condlab.models._tracker import _finite
+
+    W = torch.full((4, 4), 60000.0, dtype=torch.float16)  # finite entries whose sum overflows
+    assert not torch.isfinite(W.sum()) and _finite(W)
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        V = torch.zeros(3, 5)
+        V[1, 2] = bad
+        assert not _finite(V)
+    assert _finite(torch.zeros(0, 3))

@@ -44,6 +44,9 @@ class CountWorker:
         env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
         self.failed: str | None = None
         self._out: queue.Queue = queue.Queue()
+        # items put in _out by the reader thread, and taken by this one: `poll` (called at every
+        # step while counts are out) compares the two instead of taking the queue's lock
+        self._arrived = self._taken = 0
         argv = [sys.executable, "-m", "condlab.models._count_worker", *(["--preload"] if preload else [])]
         self._proc = subprocess.Popen(argv,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
@@ -56,11 +59,15 @@ class CountWorker:
     def _read(self) -> None:
         try:
             while True:
-                self._out.put(pickle.load(self._proc.stdout))
+                self._put(pickle.load(self._proc.stdout))
         except EOFError:
-            self._out.put(_END)
+            self._put(_END)
         except Exception as err:  # a broken stream: the same as a dead worker
-            self._out.put((_END, repr(err)))
+            self._put((_END, repr(err)))
+
+    def _put(self, item: Any) -> None:
+        self._out.put(item)
+        self._arrived += 1  # only the reader thread writes it
 
     def _write(self) -> None:
         while (data := self._send.get()) is not _END:
@@ -79,10 +86,13 @@ class CountWorker:
         return True
 
     def _take(self, block: bool) -> tuple | None:
+        if not block and self._arrived == self._taken:
+            return None  # nothing came back: no lock taken
         try:
             item = self._out.get(block=block)
         except queue.Empty:
             return None
+        self._taken += 1
         if item is _END or (isinstance(item, tuple) and item[0] is _END):
             detail = "" if item is _END else f": {item[1]}"
             self.failed = f"the count worker exited with status {self._proc.wait()}{detail}"
