@@ -38,8 +38,9 @@ for it. ``last_rows`` is the latest measurement counted so far. ``background=Fal
 the loop's own process (also what happens, with one warning, if the worker cannot start or
 dies). The count runs with one BLAS thread: numpy's BLAS threads otherwise keep spinning after
 the count's many small products and take the cores from the training (on a small MLP that made
-a measurement 15-30x slower and the whole loop 2x slower). benchmarks/bench_tracker.py measures
-the overhead.
+a measurement 15-30x slower and the whole loop 2x slower). A model with a layer whose arc search
+may take the Lanczos solver (``analysis.may_use_lanczos``) has it imported when the tracker
+starts, not at a count in the loop. benchmarks/bench_tracker.py measures the overhead.
 """
 
 from __future__ import annotations
