@@ -7,7 +7,8 @@ Why ``subprocess`` and not ``multiprocessing``: spawn and forkserver import the 
 "__main__"`` guard; fork copies a process that runs torch's threads. The worker here is
 ``python -m condlab.models._count_worker``: it imports numpy and condlab.analysis (no torch),
 reads jobs from its stdin and writes results to its stdout, pickled, in order. It ends when
-its stdin closes (the Tracker closed, or its process died).
+its stdin closes (the Tracker closed, or its process died). With ``--preload`` it first imports
+the arc search's Lanczos solver (a model with large layers: ``Tracker``).
 
 A job is (key, matrices, count keywords); a result is (key, list of Orientations) or (key,
 None, error text). ``CountWorker`` is the parent's side: ``submit`` sends a job, ``poll``
@@ -142,11 +143,11 @@ def _serve(jobs, results) -> None:
 
 
 if __name__ == "__main__":
+    # stdout carries the results; anything printed (a warning) goes to stderr instead
+    _results = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     if "--preload" in sys.argv[1:]:  # before the first job: while the tracker starts, not in its loop
         from condlab.analysis import preload_lanczos
 
         preload_lanczos()
-    # stdout carries the results; anything printed (a warning) goes to stderr instead
-    _results = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     _serve(sys.stdin.buffer, _results)
