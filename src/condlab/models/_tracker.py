@@ -122,10 +122,10 @@ class Tracker:
             self.out, type(model).__qualname__, self._meta())
         self._jobs: deque[_Job] = deque()
         self._worker = None
+        first = self._job(None, send=background)  # what the first measurement counts
         # a layer whose arc search may take the Lanczos path: its solver is imported now, not at
         # the first count in the loop (0.2 s there held a 1000-step MLP loop: +32 % instead of +5 %)
-        preload = any(may_use_lanczos(*lay.shape) for lay in
-                      extract_layers(model, layers=layers, heads=heads).layers)
+        preload = any(may_use_lanczos(*shape) for _, _, shape, _, _ in first.layers)
         if preload and not background:
             preload_lanczos()
         if background:
@@ -137,7 +137,7 @@ class Tracker:
             except OSError as err:  # no process could be started: the count runs here
                 warnings.warn(f"condlab.Tracker: the count worker did not start ({err}); counting in "
                               "the training process", RuntimeWarning, stacklevel=2)
-        self._measure(None)
+        self._measure(None, first)
 
     def _meta(self) -> dict[str, Any]:
         from ..records import provenance
@@ -150,12 +150,13 @@ class Tracker:
                                    "(computed on the weights of step first_step + i)",
                 "provenance": provenance()}
 
-    def _job(self, epoch: Any) -> _Job:
-        """The layers of the model now: what a measurement counts, snapshots and sends."""
+    def _job(self, epoch: Any, send: bool | None = None) -> _Job:
+        """The layers of the model now: what a measurement counts, snapshots and (with `send`,
+        by default whether a worker runs) sends to the worker, as numpy copies."""
         found = extract_layers(self.model, layers=self.layers, heads=self.heads)
         self.skipped = [{"layer": s.name, "reason": s.reason} for s in found.skipped]
         job = _Job(self.t, epoch, [], [])
-        send = self._worker is not None
+        send = self._worker is not None if send is None else send
         for lay in found.layers:
             W = lay.weight.detach()
             ok = _finite(W)
@@ -172,8 +173,8 @@ class Tracker:
                                        else W.float().cpu().numpy())
         return job
 
-    def _measure(self, epoch: Any) -> None:
-        job = self._job(epoch)
+    def _measure(self, epoch: Any, job: _Job | None = None) -> None:
+        job = self._job(epoch) if job is None else job
         self.step_epochs[self.t] = epoch
         job.losses = self._take_losses()
         self._measured = self.t
