@@ -51,7 +51,7 @@ def top_vector(X: np.ndarray, M: np.ndarray, fallback: np.ndarray, out_of: np.nd
     dimensions), a dense eigh would cost O(side³) for one vector: `_top_lanczos` instead.
     """
     c = int(M.sum(axis=1).max(initial=0))
-    if min(X.shape[2], c) > LANCZOS_MIN:
+    if may_use_lanczos(c, X.shape[2]):
         return _top_lanczos(X, M, fallback, out_of)
     if X.shape[2] <= c:
         S = (X.transpose(0, 2, 1) * M[:, None, :]) @ X

@@ -126,8 +126,6 @@ class Tracker:
         # a layer whose arc search may take the Lanczos path: its solver is imported now, not at
         # the first count in the loop (0.2 s there held a 1000-step MLP loop: +32 % instead of +5 %)
         preload = any(may_use_lanczos(*shape) for _, _, shape, _, _ in first.layers)
-        if preload and not background:
-            preload_lanczos()
         if background:
             from ._count_worker import CountWorker
 
@@ -137,6 +135,8 @@ class Tracker:
             except OSError as err:  # no process could be started: the count runs here
                 warnings.warn(f"condlab.Tracker: the count worker did not start ({err}); counting in "
                               "the training process", RuntimeWarning, stacklevel=2)
+        if preload and self._worker is None:  # the count runs here: import now, not in the loop
+            preload_lanczos()
         self._measure(None, first)
 
     def _meta(self) -> dict[str, Any]:
