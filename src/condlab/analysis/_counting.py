@@ -162,6 +162,6 @@ def _one_dimensional(order, active, fitted, Uf, n_fit, n_min) -> Structures:
     mu = np.zeros((B, K, 1))
     mu[:, 0, 0] = 1.0
     fit = _mixture.Fit(mu, np.full((B, K), _mixture.S_MIN), np.zeros((B, K + 1)), alive,
-                       np.where(alive, 0, -1), comp, np.zeros((B, K)), np.zeros((B, K, Uf.shape[1])))
+                       np.where(alive, 0, -1), comp)
     return Structures(order, active, fitted, Uf, fit, alive.copy(), np.full((B, K), -1), np.zeros((B, K)),
                       lines, np.zeros(B, np.int64), n_min)

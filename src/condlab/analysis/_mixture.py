@@ -55,8 +55,7 @@ class Fit:
     """A fitted stack. mu (B, K, k) axes, s (B, K) spreads, log_pi (B, K + 1) log weights
     (column 0: the background; -inf: a dropped component), alive (B, K) kept components,
     root (B, K) each kept component's group (its smallest component index; -1: dropped),
-    comp (B, n) each row's component (-1: background or inactive), loss (B, K) the
-    log-likelihood each group would lose (indexed by root), C (B, K, n) cosines rows-axes."""
+    comp (B, n) each row's component (-1: background or inactive)."""
 
     mu: np.ndarray
     s: np.ndarray
@@ -64,8 +63,6 @@ class Fit:
     alive: np.ndarray
     root: np.ndarray
     comp: np.ndarray
-    loss: np.ndarray
-    C: np.ndarray
 
 
 def spread(n_active: np.ndarray, n: int, cap: int) -> np.ndarray:
@@ -276,7 +273,7 @@ def _step(U, UT, w, mu, log_s, log_pi, k):
         m, s_, p = mu[c, :K], log_s[c, :K], log_pi[c, : K + 1]
         e = e_step(UT[c], m, s_, p, k)
         ll[c] = (e.log_p * w[c]).sum(axis=1)
-        close[c] = redundant(m, p).any(axis=1)
+        close[c] = close_pair(m, p)
         new[0][c, :K], new[1][c, :K], new[2][c, : K + 1] = _m_step(U[c], w[c], e, m, s_, k)
     return ll, close, new
 
@@ -289,6 +286,16 @@ def _put(mu, log_s, log_pi, layers, perm, pm, ps, pp) -> None:
     np.put_along_axis(lp_l, perm, pp[:, 1:], axis=1)
     mu[layers], log_s[layers] = mu_l, ls_l
     log_pi[layers, 0], log_pi[layers, 1:] = pp[:, 0], lp_l
+
+
+def close_pair(mu: np.ndarray, log_pi: np.ndarray) -> np.ndarray:
+    """(B,) whether two live axes lie within MIN_LINE_DEG: exactly `redundant(...).any(axis=1)`
+    (of two such axes one is the lighter), without ranking the weights (EM asks at every step)."""
+    live = np.isfinite(log_pi[:, 1:])
+    close = np.abs(mu @ mu.transpose(0, 2, 1)) > math.cos(math.radians(MIN_LINE_DEG))
+    close &= live[:, :, None] & live[:, None, :]
+    close[:, np.arange(mu.shape[1]), np.arange(mu.shape[1])] = False
+    return close.any(axis=(1, 2))
 
 
 def redundant(mu: np.ndarray, log_pi: np.ndarray) -> np.ndarray:
@@ -392,13 +399,12 @@ def fit(U: np.ndarray, w: np.ndarray, n_min: np.ndarray, h: int, penalty: np.nda
     log_pi -= np.log(1.0 + alive.sum(axis=1, keepdims=True))
     cost = penalty * 0.5 * (k + 1) * np.log(np.maximum(w.sum(axis=1), 2.0))
     comp, root = np.full((B, n), -1), np.full((B, K), -1)
-    loss, C = np.zeros((B, K)), np.zeros((B, K, n))
     prev, steps = np.full(B, -np.inf), np.zeros(B, np.int64)  # each layer's EM state (`em`)
     rounds = np.zeros(B, np.int64)  # decisions made on each layer
 
     def decide(sub: np.ndarray) -> np.ndarray:
         """Steps 3-4 on the layers sub; the layers whose components changed and fit again."""
-        comp[sub], root[sub], loss[sub], C[sub], keep = _decide(
+        comp[sub], root[sub], keep = _decide(
             UT[sub], w[sub], mu[sub], log_s[sub], log_pi[sub], alive[sub], n_min[sub], cost[sub], k)
         rounds[sub] += 1
         changed = (keep != alive[sub]).any(axis=1)
@@ -417,13 +423,36 @@ def fit(U: np.ndarray, w: np.ndarray, n_min: np.ndarray, h: int, penalty: np.nda
         going = np.zeros(B, bool)
         going[still] = True
         moving = np.concatenate([still, decide(moving[~going[moving]])])
-    return Fit(mu, np.exp(log_s), log_pi, alive, root, comp, loss, C)
+    return Fit(mu, np.exp(log_s), log_pi, alive, root, comp)
 
 
 def _decide(UT, w, mu, log_s, log_pi, alive, n_min, cost, k):
-    """Steps 3-4 on converged layers: (comp, root, loss, C, keep) with keep (B, K) the components
-    that stay (all of `alive` but the small or redundant ones if there are any, else those of the
-    groups that pass the BIC test)."""
+    """Steps 3-4 on converged layers: (comp, root, keep) with keep (B, K) the components that
+    stay (all of `alive` but the small or redundant ones if there are any, else those of the
+    groups that pass the BIC test).
+
+    Done on the components that take part (alive, or with a weight), moved to the front in
+    their order: the smallest index of a group, and every tie, is the same as on all K (a
+    dropped component adds exact zeros to the E-step), at a fraction of the (K, n) work.
+    """
+    B, K = alive.shape
+    on = alive | np.isfinite(log_pi[:, 1:])
+    perm = np.argsort(~on, axis=1, kind="stable")[:, : max(1, int(on.sum(axis=1).max(initial=0)))]
+    mu_c = np.take_along_axis(mu, perm[..., None], axis=1)
+    lp_c = np.concatenate([log_pi[:, :1], np.take_along_axis(log_pi[:, 1:], perm, axis=1)], axis=1)
+    alive_c = np.take_along_axis(alive, perm, axis=1)
+    comp, root, keep = _decide_compact(UT, w, mu_c, np.take_along_axis(log_s, perm, axis=1), lp_c,
+                                       alive_c, n_min, cost, k)
+    comp = np.where(comp >= 0, np.take_along_axis(perm, np.maximum(comp, 0), axis=1), -1)
+    root = np.where(root >= 0, np.take_along_axis(perm, np.maximum(root, 0), axis=1), -1)
+    root_full, keep_full = np.full((B, K), -1), np.zeros((B, K), bool)
+    np.put_along_axis(root_full, perm, root, axis=1)
+    np.put_along_axis(keep_full, perm, keep, axis=1)
+    return comp, root_full, keep_full
+
+
+def _decide_compact(UT, w, mu, log_s, log_pi, alive, n_min, cost, k):
+    """`_decide` on components laid out (B, K') with the ones taking part first."""
     K = mu.shape[1]
     e = e_step(UT, mu, log_s, log_pi, k)
     comp = labels(e, w)
@@ -437,4 +466,4 @@ def _decide(UT, w, mu, log_s, log_pi, alive, n_min, cost, k):
     # small components go first, and the fit restarts without them: a redundant copy of a
     # line (a small component on the same rows) would otherwise take that line's loss away
     keep = np.where((alive & ~big).any(axis=1, keepdims=True), big, passed)
-    return comp, root, loss, e.C, keep
+    return comp, root, keep
