@@ -149,7 +149,7 @@ def e_step(UT: np.ndarray, mu: np.ndarray, log_s: np.ndarray, log_pi: np.ndarray
     return _E(C, q, E, E0 / Z, top + np.log(Z))
 
 
-def _m_step(U: np.ndarray, w: np.ndarray, e: _E, mu: np.ndarray, log_s: np.ndarray, k: int):
+def _m_step(U: np.ndarray, UT: np.ndarray, w: np.ndarray, e: _E, mu: np.ndarray, log_s: np.ndarray, k: int):
     """New (mu, log_s, log_pi): the weights' MLE, one power step for mu on the Tyler-weighted
     scatter Σ R u uᵀ / q (it raises the likelihood), then s maximizing the likelihood at the new
     axes (`_spread`): each part raises the expected log-likelihood, so this is an ECM step."""
@@ -160,7 +160,7 @@ def _m_step(U: np.ndarray, w: np.ndarray, e: _E, mu: np.ndarray, log_s: np.ndarr
     norm = np.sqrt((new * new).sum(axis=2, keepdims=True))
     live = N > 0
     mu = np.where(live[..., None] & (norm > 0), new / np.maximum(norm, 1e-300), mu)
-    log_s = np.where(live, _spread(mu @ U.transpose(0, 2, 1), Rw, N, log_s, k), log_s)
+    log_s = np.where(live, _spread(mu @ UT, Rw, N, log_s, k), log_s)
     with np.errstate(divide="ignore"):
         total = np.maximum(N0 + N.sum(axis=1, keepdims=True), 1e-300)
         log_pi = np.log(np.concatenate([N0, N], axis=1) / total)
@@ -274,7 +274,7 @@ def _step(U, UT, w, mu, log_s, log_pi, k):
         e = e_step(UT[c], m, s_, p, k)
         ll[c] = (e.log_p * w[c]).sum(axis=1)
         close[c] = close_pair(m, p)
-        new[0][c, :K], new[1][c, :K], new[2][c, : K + 1] = _m_step(U[c], w[c], e, m, s_, k)
+        new[0][c, :K], new[1][c, :K], new[2][c, : K + 1] = _m_step(U[c], UT[c], w[c], e, m, s_, k)
     return ll, close, new
 
 
