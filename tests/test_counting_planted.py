@@ -61,3 +61,17 @@ def test_the_whole_registered_benchmark_meets_every_target():
         res = BENCH.run_class(name, None, dev=False)
         for row in res["rows"]:
             assert row["met"], (row, res["failures"][:5])
+
+
+def test_the_diffuse_class_needs_the_cone_rule(monkeypatch):
+    """The diffuse class tests the cone rule (docs/analysis.md, step 7), not something else: with
+    the rule off (LINE_MAX_DEG = 180) at least 2 of its first 5 layers are counted as a line or
+    an arc (stated before the run; measured: 3 of 5)."""
+    from condlab.analysis import _mixture
+
+    monkeypatch.setattr(_mixture, "LINE_MAX_DEG", 180.0)
+    wrong = 0
+    for i in range(5):
+        o = count_orientations(planted("diffuse", i).W, band=False)
+        wrong += (o.n_lines, o.n_arcs) != (0, 0)
+    assert wrong >= 2

@@ -251,10 +251,14 @@ def find_arcs(U: np.ndarray, row_group: np.ndarray, axes: np.ndarray, live: np.n
         V[lay, grp] = top_vector(X, M[lay, grp].astype(float), axes[lay, grp])
     chain = chains(U, row_group, V, live)
     arc, width = np.full((B, K), -1), np.zeros((B, K))
-    lay, root = np.nonzero(live & (chain == np.arange(K)))
+    size = M.sum(axis=2)  # (B, K) rows per group
+    # rows per chain (indexed by its root): most chains are too small to be an arc, and are
+    # left out here, in one pass, rather than one layer at a time below
+    at = np.nonzero(live)
+    rows = np.bincount(at[0] * K + chain[at], weights=size[at], minlength=B * K).reshape(B, K)
+    lay, root = np.nonzero(live & (chain == np.arange(K)) & (rows >= ARC_MIN_ROWS))
     todo = [(b, np.flatnonzero(live[b] & (chain[b] == r)))
             for b, r in zip(lay.tolist(), root.tolist(), strict=True)]
-    size = M.sum(axis=2)  # (B, K) rows per group
     while todo:  # one batched test per level: a chain is an arc, or is cut and its parts tested next
         todo = [(b, g) for b, g in todo if size[b, g].sum() >= ARC_MIN_ROWS]
         if not todo:

@@ -20,7 +20,8 @@ angular spread ≈ s per tangent dimension and polynomial tails, so a line keeps
    separated along the great circle joining their axes (Ashman's D <= SEPARATION, computed on
    each component's core rows, CORE x its median angle) belong to one group, transitively.
 4. A group is kept when giving its weight to the background loses more log-likelihood than
-   penalty x the BIC cost of its components, (k + 1)/2 · log(n) each (`group_loss`).
+   penalty x the BIC cost of its components, (k + 1)/2 · log(n) each (`group_loss`), and its rows
+   form a cone: their median angle to their components' axes is at most LINE_MAX_DEG.
 5. If any component was dropped, EM restarts from the current state and 3-4 repeat. (Layers
    are scheduled so that one layer's refit runs beside others still in their EM: `fit`.)
 
@@ -48,6 +49,7 @@ CHUNK = 48  # layers per EM step call (_step): a chunk's (K, n) arrays stay in t
 SEPARATION = 4.5  # Ashman's D above which two components are two lines
 MIN_LINE_DEG = 5.0  # axes closer than this are one line whatever D says (tight lines: sub-degree spreads)
 CORE = 4.0  # a component's rows farther than CORE x its median angle do not count in D
+LINE_MAX_DEG = 45.0  # a component whose rows' median angle to its axis is larger is no line
 
 
 @dataclass
@@ -317,14 +319,29 @@ def labels(e: _E, w: np.ndarray) -> np.ndarray:
     return np.where((best > e.R0) & w, comp, -1)
 
 
+def _member_angles(cos_own: np.ndarray, comp: np.ndarray, K: int):
+    """(member (B, K, n), angle (B, K, n) of each member to its axis (inf: not a member), the
+    lower median of each component's member angles (B, K, 1); inf: no members), from cos_own
+    (B, 1, n): each row's |cos| to its own axis."""
+    member = comp[:, None, :] == np.arange(K)[:, None]
+    angle = np.where(member, np.arccos(np.minimum(cos_own, 1.0)), np.inf)
+    mid = (member.sum(axis=2, keepdims=True) - 1) // 2
+    return member, angle, np.take_along_axis(np.sort(angle, axis=2), np.maximum(mid, 0), axis=2)
+
+
+def median_angle(C: np.ndarray, comp: np.ndarray, label: np.ndarray) -> np.ndarray:
+    """(B, K) the median angle (radians) of the rows of each label to their own components' axes
+    (inf: no rows); C (B, K, n) cosines rows-axes, comp (B, n) each row's component and label
+    (B, n) its label in [0, K) (-1: none), e.g. its component's group."""
+    cos_own = np.abs(np.take_along_axis(C, np.maximum(comp, 0)[:, None, :], axis=1))
+    return _member_angles(cos_own, label, C.shape[1])[2][..., 0]
+
+
 def _core(cos_own: np.ndarray, comp: np.ndarray, K: int) -> np.ndarray:
     """(B, K, n) float 0/1: rows of component j within CORE x the median angle of j's rows to its
     axis (cos_own (B, 1, n): each row's |cos| to its own axis). One stray row of a heavy tail
     would otherwise set the spread that the separation compares with."""
-    member = comp[:, None, :] == np.arange(K)[:, None]
-    angle = np.where(member, np.arccos(np.minimum(cos_own, 1.0)), np.inf)
-    mid = (member.sum(axis=2, keepdims=True) - 1) // 2
-    median = np.take_along_axis(np.sort(angle, axis=2), np.maximum(mid, 0), axis=2)
+    member, angle, median = _member_angles(cos_own, comp, K)
     return (member & (angle <= CORE * np.maximum(median, S_MIN))).astype(float)
 
 
@@ -462,7 +479,12 @@ def _decide_compact(UT, w, mu, log_s, log_pi, alive, n_min, cost, k):
     root = group_roots(separation(e.C, comp, mu, big), big)
     loss = group_loss(e, log_pi, w, root)
     size = (root[:, :, None] == np.arange(K)).sum(axis=1)  # components per group
-    passed = big & np.take_along_axis(loss >= cost[:, None] * size, np.maximum(root, 0), axis=1)
+    # a line is a cone: a group whose rows lie mostly nearer the orthogonal complement of their
+    # axes than the axes share no orientation (in many inputs, one direction of excess variance
+    # fits one broad component that the BIC test alone keeps)
+    row_root = np.where(comp >= 0, np.take_along_axis(root, np.maximum(comp, 0), axis=1), -1)
+    cone = median_angle(e.C, comp, row_root) <= math.radians(LINE_MAX_DEG)
+    passed = big & np.take_along_axis((loss >= cost[:, None] * size) & cone, np.maximum(root, 0), axis=1)
     # small components go first, and the fit restarts without them: a redundant copy of a
     # line (a small component on the same rows) would otherwise take that line's loss away
     keep = np.where((alive & ~big).any(axis=1, keepdims=True), big, passed)

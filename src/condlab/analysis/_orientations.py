@@ -171,6 +171,7 @@ def _result(W: np.ndarray, st, b: int, found: dict, penalty: float, negligible_m
         "fit_rows": int(len(st.fitted[b])), "band_penalties": [float(p) for p in by_pen],
         "band_mads": [float(c) for c in by_mads], "seed_rows": _mixture.SEED_ROWS,
         "max_components": _mixture.MAX_COMPONENTS, "separation": _mixture.SEPARATION,
+        "line_max_deg": _mixture.LINE_MAX_DEG,
         "arc_min_rows": _arcs.ARC_MIN_ROWS, "arc_min_deg": _arcs.ARC_MIN_DEG, "max_fit_rows": FIT_ROWS,
         "method": "mixture of a uniform background and angular central Gaussian lines (EM, BIC x penalty), "
                   "components joined unless separated (Ashman's D), arcs by a flat-band test "

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 CLASSES = ("tight", "broad", "elongated", "heavy-amplitudes", "giant", "background", "arc",
-           "random", "close-pairs", "wide")
+           "random", "close-pairs", "wide", "diffuse")
 LAYERS = {"tight": 60, "broad": 40, "elongated": 40, "heavy-amplitudes": 30, "giant": 20,
-          "background": 40, "arc": 40, "random": 200, "close-pairs": 40, "wide": 5}
+          "background": 40, "arc": 40, "random": 200, "close-pairs": 40, "wide": 5, "diffuse": 36}
 DEV_OFFSET = 10_000  # development seeds: [class, DEV_OFFSET + i]
 
 
@@ -205,6 +205,23 @@ def _wide(rng):
     return Planted(_finish(rng, _lines(rng, 100_000, k, K, 2.0, 30.0)), K, 0, {"m": 100_000, "k": k})
 
 
+# (k, variance ratio) cells of the diffuse class: the rows' median angle to the long direction is
+# >= 60 deg in each (about arctan(sqrt(k - 1) / (0.674 sqrt(ratio))): 68-79 deg)
+DIFFUSE_CELLS = ((16, 2.0), (16, 4.0), (65, 5.0), (65, 20.0), (201, 5.0), (201, 20.0))
+DIFFUSE_M = (200, 1000)
+
+
+def _diffuse(rng, i: int):
+    """Gaussian rows x ~ N(0, I + (ratio - 1) v vᵀ): one direction with `ratio` x the variance of
+    the others, in many inputs -- anisotropy, not condensation (no orientation is shared)."""
+    k, ratio = DIFFUSE_CELLS[i % len(DIFFUSE_CELLS)]
+    m = DIFFUSE_M[(i // len(DIFFUSE_CELLS)) % len(DIFFUSE_M)]
+    v = _unit(rng.standard_normal(k))
+    X = rng.standard_normal((m, k))
+    X += (np.sqrt(ratio) - 1.0) * np.outer(X @ v, v)
+    return Planted(X, 0, 0, {"m": m, "k": k, "ratio": ratio})
+
+
 def planted(name: str, i: int, *, dev: bool = False) -> Planted:
     """Layer i of class `name` (one of CLASSES): registered seed [class, i], or [class, 10000 + i]."""
     c = CLASSES.index(name)
@@ -215,4 +232,6 @@ def planted(name: str, i: int, *, dev: bool = False) -> Planted:
         return _arc(rng, i)
     if name == "random":
         return _random(rng, i)
+    if name == "diffuse":
+        return _diffuse(rng, i)
     return make[name](rng)
