@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from condlab.analysis._cosine import cosine_matrix, nearest_line, unit_rows
+from condlab.analysis._cosine import cosine_matrix, nearest_line, row_norms, unit_rows
 from condlab.analysis._line_counts import count_lines, count_lines_many
 from condlab.analysis._orientations import Orientations, cosine_order, count_orientations
 from condlab.analysis._planted import planted
@@ -71,6 +71,29 @@ def test_zero_and_tiny_layers_have_no_lines():
     assert count_lines(Z) == 0 and count_lines_many(np.stack([Z, Z])) == [0, 0]
     assert count_orientations(np.eye(3)).n_lines == 0
     assert count_orientations(np.ones((1, 4))).n_lines == 0
+
+
+def test_row_norms_are_exact_where_the_squares_underflow():
+    # claim: rows of 1e-200 (weight decay leaves such neurons) get their norm to rounding (np.linalg
+    # .norm squares them into subnormals: 0.1 % off, or 0), other rows np.linalg.norm's bits
+    W = np.random.default_rng(4).standard_normal((50, 6))
+    assert np.array_equal(row_norms(W), np.linalg.norm(W, axis=1))
+    for scale in (1e-160, 1e-200, 1e-300):
+        assert np.allclose(row_norms(W * scale) / scale, np.linalg.norm(W, axis=1), rtol=1e-13, atol=0)
+    assert row_norms(np.zeros((2, 3))).tolist() == [0.0, 0.0]
+    U, norms = unit_rows(W * 1e-200)
+    assert np.allclose(np.linalg.norm(U, axis=1), 1.0, rtol=1e-14)
+
+
+def test_a_layer_counts_the_same_at_any_scale():
+    # claim: the count depends on directions and amplitude ratios only, down to rows of 1e-200,
+    # and runs without a warning there (a row scaled by an inexact norm had |cos| > 1: log of < 0)
+    for name, i in (("tight", 0), ("background", 1), ("arc", 0)):
+        W = planted(name, i).W
+        a = count_orientations(W, band=False)
+        for scale in (1e-200, 1e100):
+            b = count_orientations(W * scale, band=False)
+            assert (b.n_lines, b.n_arcs, len(b.negligible)) == (a.n_lines, a.n_arcs, len(a.negligible))
 
 
 def test_m_at_most_k_rows():

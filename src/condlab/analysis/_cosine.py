@@ -30,10 +30,31 @@ def as_matrix(W: Any) -> np.ndarray:
     return W
 
 
+TINY = 1e-150  # below this a row's squared entries can underflow (the smallest normal: 2.2e-308)
+
+
+def row_norms(W: np.ndarray) -> np.ndarray:
+    """‖row‖₂ of W (..., m, k) -> (..., m), accurate also where the squares underflow.
+
+    Weight decay can leave neurons at 1e-200 and below; there `np.linalg.norm` squares into
+    subnormals and comes out 0.1 % off or 0, so W / norm is no unit vector (a |cos| > 1 broke the
+    line counter's log). Such rows are divided by their largest |entry| first; the others keep
+    `np.linalg.norm`'s value bit for bit.
+    """
+    norms = np.linalg.norm(W, axis=-1)
+    small = norms < TINY
+    if small.any():
+        rows = W[small]
+        scale = np.abs(rows).max(axis=-1, initial=0.0)
+        safe = np.where(scale > 0, scale, 1.0)[:, None]
+        norms[small] = scale * np.linalg.norm(rows / safe, axis=-1)
+    return norms
+
+
 def unit_rows(W: Any) -> tuple[np.ndarray, np.ndarray]:
     """Rows of W scaled to unit norm, (m, k), and their norms, (m,); zero rows become NaN."""
     W = as_matrix(W)
-    norms = np.linalg.norm(W, axis=1)
+    norms = row_norms(W)
     U = np.full_like(W, np.nan)
     nonzero = norms > 0
     U[nonzero] = W[nonzero] / norms[nonzero, None]

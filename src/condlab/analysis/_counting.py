@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from condlab.analysis import _arcs, _mixture
+from condlab.analysis import _arcs, _cosine, _mixture
 
 PENALTY = 1.5  # factor on the BIC cost of a component (measured on development seeds, docs)
 NEGLIGIBLE_MADS = 5.0  # a negligible row lies this many robust std of log a below the median
@@ -125,7 +125,7 @@ def structures(W: np.ndarray, penalty: np.ndarray, mads: np.ndarray, min_share: 
     """Lines and arcs of each layer of the float64 stack W (B, m, k), with per-layer knobs
     penalty (B,) and mads (B,) (steps 1-4 of the module docstring)."""
     B, m, k = W.shape
-    amp = np.linalg.norm(W, axis=2)
+    amp = _cosine.row_norms(W)  # accurate also for rows of 1e-200 (weight decay leaves such neurons)
     active = amp >= negligible_cutoff(amp, mads)[:, None]
     active &= amp > 0
     order = canonical_order(W, amp)
