@@ -49,7 +49,7 @@ CHUNK = 48  # layers per EM step call (_step): a chunk's (K, n) arrays stay in t
 SEPARATION = 4.5  # Ashman's D above which two components are two lines
 MIN_LINE_DEG = 5.0  # axes closer than this are one line whatever D says (tight lines: sub-degree spreads)
 CORE = 4.0  # a component's rows farther than CORE x its median angle do not count in D
-LINE_MAX_DEG = 45.0  # a component whose rows' median angle to its axis is larger is no line
+LINE_MAX_DEG = 45.0  # a group whose rows lie farther from their axes (median angle) is no line
 
 
 @dataclass
