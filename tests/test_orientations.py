@@ -340,3 +340,22 @@ def test_a_wide_layer_with_few_rows_per_line_is_counted():
                         + 1e-3 * rng.standard_normal((64, 768)) for i in range(3)]
                        + [rng.standard_normal((64, 768)) / np.sqrt(768) * 1.5])
     assert count_orientations(W).n_lines == 3
+
+
+def test_ems_close_pair_test_is_the_redundant_rule_asked_for_any():
+    # claim: EM's cheap stop test (two live axes within 5 deg) answers exactly what the decisions'
+    # rule asks, whether some live component is a lighter copy of another, on random stacks with
+    # dropped components, ties of weight and near-copies of axes
+    from condlab.analysis import _mixture
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        B, K, k = 6, int(rng.integers(1, 7)), int(rng.integers(2, 5))
+        mu = rng.standard_normal((B, K, k))
+        copy = rng.random((B, K)) < 0.3  # some axes 0-8 deg from axis 0
+        noise = rng.uniform(0, 0.14) * rng.standard_normal((copy.sum(), k))
+        mu[copy] = mu[:, :1].repeat(K, axis=1)[copy] + noise
+        mu /= np.linalg.norm(mu, axis=2, keepdims=True)
+        log_pi = np.log(rng.choice([0.1, 0.2, 0.3], size=(B, K + 1)))
+        log_pi[:, 1:][rng.random((B, K)) < 0.3] = -np.inf
+        assert np.array_equal(_mixture.close_pair(mu, log_pi), _mixture.redundant(mu, log_pi).any(axis=1))
