@@ -119,3 +119,36 @@ def test_a_signal_whose_keyboardinterrupt_was_dropped_still_stops_at_the_next_ch
             _context.stop_if_signalled("the next batch")
     with signals_stop():   # a new command starts with no signal
         _context.stop_if_signalled("the first batch")
+
+
+def test_a_stop_dropped_inside_a_finalizer_prints_no_traceback(capfd):
+    # claim: a signal that lands in a finalizer (CI saw one in tqdm's __del__ on SIGTERM) reaches no
+    # unraisable-exception hook (CPython's prints "Exception ignored ... Traceback"), and the next
+    # check still stops; any other unraisable exception still reaches the hook
+    import gc
+    from types import SimpleNamespace
+
+    from condlab.reproduce import _context
+    from condlab.reproduce._runner import signals_stop
+
+    class Finalized:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler raises here, inside __del__
+
+    seen: list = []
+    other = SimpleNamespace(exc_value=ValueError("not a stop"))
+    saved, sys.unraisablehook = sys.unraisablehook, seen.append
+    try:
+        with signals_stop():
+            Finalized()
+            gc.collect()
+            assert _context.RECEIVED == [signal.SIGTERM]
+            with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+                _context.stop_if_signalled("the next batch")
+            sys.unraisablehook(other)
+        assert sys.unraisablehook == seen.append  # restored
+    finally:
+        sys.unraisablehook = saved
+    assert seen == [other]
+    assert "Traceback" not in capfd.readouterr().err

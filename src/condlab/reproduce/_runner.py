@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -130,11 +131,19 @@ def signals_stop():
         RECEIVED.append(signum)
         raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
 
+    def dropped(unraisable) -> None:
+        # our stop, raised inside a finalizer (e.g. tqdm's __del__) and dropped by CPython, which
+        # would print it with a traceback: silent here, since stop_if_signalled raises it again
+        if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and RECEIVED):
+            hook(unraisable)
+
     RECEIVED.clear()
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    hook, sys.unraisablehook = sys.unraisablehook, dropped
     try:
         yield
     finally:
+        sys.unraisablehook = hook
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
