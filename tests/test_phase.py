@@ -26,6 +26,7 @@ import pytest
 import torch
 
 import condlab
+from _runs import finished
 from condlab._cli import main
 from condlab.phase import (
     SCHEMES,
@@ -200,14 +201,14 @@ def test_killed_diagram_resumes_without_retraining_finished_points(tmp_path):
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and proc.poll() is None:
-        if len(list((out / "runs").glob("*/meta.json"))) >= 8:
+        if len(finished(out)) >= 8:
             break
         time.sleep(0.02)
     if proc.poll() is not None:
         pytest.fail("the diagram finished before it could be killed: make the spec longer")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    before = {p.parent.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*/meta.json")}
+    before = {p.parent.name: p.stat().st_mtime_ns for p in finished(out)}
     total = 4 * 2 * 9
     assert 8 <= len(before) < total
     again = phase_diagram(load_diagram_spec(spec), out=out)

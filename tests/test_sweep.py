@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import condlab
+from _runs import finished
 from condlab.sweeps._plan import BATCHED, BATCHED_KEYS, make_plan, run_hash
 from condlab.training._config import Config, ConfigError
 
@@ -248,11 +249,6 @@ def _sweep_cmd(spec: Path, out: Path) -> list[str]:
     return [sys.executable, "-m", "condlab", "sweep", str(spec), "--out", str(out), "--no-progress"]
 
 
-def _finished(out: Path) -> list[Path]:
-    """meta.json of finished runs (a NAME.partial folder being assembled has one too)."""
-    return [p for p in (out / "runs").glob("*/meta.json") if not p.parent.name.endswith(".partial")]
-
-
 def test_cli_resumes_after_kill_9_without_retraining_a_finished_run(tmp_path):
     # 6 batches (widths) of 2 runs; kill -9 once the first runs are on disk
     spec = tmp_path / "spec.yaml"
@@ -263,14 +259,14 @@ def test_cli_resumes_after_kill_9_without_retraining_a_finished_run(tmp_path):
     proc = subprocess.Popen(_sweep_cmd(spec, out), env=env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if len(_finished(out)) >= 2:
+        if len(finished(out)) >= 2:
             break
         time.sleep(0.02)
     if proc.poll() is not None:
         pytest.fail("the sweep finished before it could be killed: make the spec longer")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    before = {p.parent.name: p.stat().st_mtime_ns for p in _finished(out)}
+    before = {p.parent.name: p.stat().st_mtime_ns for p in finished(out)}
     assert 2 <= len(before) < 12
     again = condlab.sweep(spec, out=out, progress=False)  # resumed in-process: one import less
     assert (again.trained, again.skipped, again.failed) == (12 - len(before), len(before), 0)
@@ -418,6 +414,6 @@ def test_a_signal_as_a_batch_ends_stops_the_sweep_after_writing_it(tmp_path, mon
     result = condlab.sweep(spec, out=tmp_path, progress=False)
     monkeypatch.undo()
     assert result.interrupted and result.trained == 4
-    assert len(_finished(tmp_path)) == 4
+    assert len(finished(tmp_path)) == 4
     again = condlab.sweep(spec, out=tmp_path, progress=False)
     assert (again.trained, again.skipped) == (4, 4)
