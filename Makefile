@@ -12,7 +12,8 @@ BIN = $(VENV)/bin
 LOG = $(VENV)/pip.log
 PIP = $(BIN)/pip install --disable-pip-version-check -q
 
-$(BIN)/.installed: pyproject.toml
+# _em.c: the line counter's compiled EM, built by the editable install (rebuilt when it changes)
+$(BIN)/.installed: pyproject.toml src/condlab/_accel/_em.c
 	@echo "setting up $(VENV) (a few minutes the first time; pip's output goes to $(LOG))"
 	@$(PYTHON) -m venv $(VENV)
 	@: > $(LOG)

@@ -8,9 +8,11 @@ layers: the final and the epoch-500 layer-1 weights (50, 6) of every run.
 * first use: a fresh process imports the counter and counts the 512 layers once (wall time of
   import + count, so any one-time cost is included);
 * then, in this process, count_lines_many(stack, threads=n) against the loop a careful user
-  would write, [count_lines(W) for W in stack], in interleaved rounds (alternating which goes
-  first), at 1 and 2 threads; wall (perf_counter) and thread time (thread_time) per stack; the
-  same integers checked.
+  would write, [count_lines(W) for W in stack], and against itself with the fast path "compiled
+  mixture EM" off (the reference EM in numpy), in interleaved rounds (the order rotating), at 1
+  and 2 threads; wall (perf_counter) and thread time (thread_time) per stack; the same integers
+  checked. First use is measured for both (the reference: CONDLAB_REFERENCE=1), as the bar for
+  a fast path asks (docs/architecture.md).
 
     python benchmarks/bench_counts.py [--threads 1,2] [--rounds 3] [--epochs 1000]
 """
@@ -30,6 +32,7 @@ import torch
 from _machine import machine_line
 
 import condlab
+from condlab._accel import reference_only
 from condlab.analysis._line_counts import count_lines, count_lines_many
 
 LRS = [1e-3 * 1.25**i for i in range(8)]
@@ -57,8 +60,9 @@ def sweep_batch(epochs: int) -> tuple[np.ndarray, float, float]:
     return np.stack([np.asarray(run.weights["layer1"][s]) for run in runs for s in (-1, mid)]), wall, cpu
 
 
-def first_use(stack: np.ndarray) -> tuple[float, float]:
-    """(wall, CPU) seconds of import + the first count_lines_many call in a fresh process (1 thread)."""
+def first_use(stack: np.ndarray, reference: bool = False) -> tuple[float, float]:
+    """(wall, CPU) seconds of import + the first count_lines_many call in a fresh process (1 thread);
+    reference: with every fast path off."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "stack.npy"
         np.save(path, stack)
@@ -66,7 +70,8 @@ def first_use(stack: np.ndarray) -> tuple[float, float]:
                 "from condlab.analysis._line_counts import count_lines_many; "
                 f"count_lines_many(np.load({str(path)!r})); "
                 "print(time.perf_counter() - t, time.process_time() - c)")
-        env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "CONDLAB_REFERENCE": "1" if reference else ""}
         out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True,
                              text=True, check=True)
         wall, cpu = out.stdout.split()[-2:]
@@ -74,14 +79,19 @@ def first_use(stack: np.ndarray) -> tuple[float, float]:
 
 
 def time_pair(stack: np.ndarray, threads: int, rounds: int) -> dict[str, float]:
-    """Median seconds (wall, thread) of the loop and of count_lines_many over interleaved rounds."""
-    out: dict[str, list[float]] = {k: [] for k in ("loop_wall", "loop_cpu", "many_wall", "many_cpu")}
+    """Median seconds (wall, thread) of the loop, of count_lines_many and of count_lines_many with
+    the compiled EM off ("ref") over interleaved rounds."""
+    names = ["loop", "many", "ref"]
+    out: dict[str, list[float]] = {f"{n}_{c}": [] for n in names for c in ("wall", "cpu")}
     want = count_lines_many(stack, threads=threads)
     for r in range(rounds):
-        for name in ("loop", "many") if r % 2 == 0 else ("many", "loop"):
+        for name in names[r % 3:] + names[: r % 3]:
             w0, c0 = time.perf_counter(), time.thread_time()
             if name == "loop":
                 got = [count_lines(W) for W in stack]
+            elif name == "ref":
+                with reference_only("compiled mixture EM"):
+                    got = count_lines_many(stack, threads=threads)
             else:
                 got = count_lines_many(stack, threads=threads)
             out[f"{name}_wall"].append(time.perf_counter() - w0)
@@ -101,10 +111,12 @@ def main() -> None:
     stack, train_wall, train_cpu = sweep_batch(args.epochs)
     print(f"batch: 256 runs x {args.epochs} epochs trained in {train_wall:.2f} s wall / {train_cpu:.2f} s "
           f"thread (1 thread); {len(stack)} layers of shape {stack.shape[1:]} to count")
-    first, first_cpu = first_use(stack)
-    print(f"first use (fresh process, import + count, 1 thread): {first:.2f} s wall = "
-          f"{100 * first / train_wall:.1f} % of the training wall time; {first_cpu:.2f} s CPU = "
-          f"{100 * first_cpu / train_cpu:.1f} % of the training thread time")
+    for reference in (False, True):
+        first, first_cpu = first_use(stack, reference)
+        print(f"first use{' with every fast path off' if reference else ''} (fresh process, import + "
+              f"count, 1 thread): {first:.2f} s wall = {100 * first / train_wall:.1f} % of the training "
+              f"wall time; {first_cpu:.2f} s CPU = {100 * first_cpu / train_cpu:.1f} % of the training "
+              "thread time")
     counts = count_lines_many(stack)
     print(f"line counts: {np.bincount(counts).tolist()} (layers with 0, 1, 2, ... lines)")
     for threads in [int(t) for t in args.threads.split(",")]:
@@ -114,7 +126,8 @@ def main() -> None:
               f"{t['many_cpu'] * 1e3:8.1f} ms thread ({100 * t['many_wall'] / train_wall:5.1f} % / "
               f"{100 * t['many_cpu'] / train_cpu:5.1f} % of the training wall / thread time); "
               f"loop of count_lines {t['loop_wall'] * 1e3:8.1f} / {t['loop_cpu'] * 1e3:8.1f} ms; "
-              f"per layer {t['many_wall'] / len(stack) * 1e6:7.1f} us")
+              f"compiled EM off {t['ref_wall'] * 1e3:8.1f} / {t['ref_cpu'] * 1e3:8.1f} ms "
+              f"({t['ref_cpu'] / t['many_cpu']:.2f}x); per layer {t['many_wall'] / len(stack) * 1e6:7.1f} us")
 
 
 if __name__ == "__main__":

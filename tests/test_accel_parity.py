@@ -21,6 +21,12 @@ Claims, stated before running. For every fast path in the registry, on each of i
 * at 2 threads (work split over condlab's pool) it gives the same bits as at 1 thread;
 * on its "stands aside" cases it does not apply, and the reference runs.
 
+Mixture EM (the line counter's fit): the same kept components, groups and row labels and the same
+line and arc counts as the reference, and axes, spreads and weights within 1e-6 (absolute on unit
+axes and log weights, relative on spreads): each EM step agrees to rounding, but a layer whose
+log-likelihood moves by about TOL at a step may stop one step apart, and one step then moves the
+parameters by about that much.
+
 A fast path without cases here fails the first test: a new one comes with its parity cases.
 """
 
@@ -33,8 +39,13 @@ import pytest
 import torch
 
 from _accel_helpers import two_layer
-from condlab._accel import ENV_VAR, MODULES, _kernels, find, paths
+from condlab._accel import ENV_VAR, MODULES, _kernels, _mixture_em, find, paths
+from condlab._accel._mixture_em import MAX_INPUTS
 from condlab.activations import get_activation
+from condlab.analysis._counting import MIN_SHARE, NEGLIGIBLE_MADS, PENALTY, structures
+from condlab.analysis._line_counts import count_lines_many
+from condlab.analysis._mixture import EM_CONSTANTS
+from condlab.analysis._planted import planted
 from condlab.phase import scales, train_to_convergence
 from condlab.phase._diagram import HARDER_X, HARDER_Y
 from condlab.sweeps import run_hash
@@ -153,6 +164,11 @@ class _OwnConfig(Config):
 
 
 PLAN_ASIDE = {"grouped plan resolution": [_OwnConfig]}
+# fast path -> stacks of line-counter layers: (planted class, first dev layers) or a named stack
+MIXTURE = {"compiled mixture EM": [("tight", 12), ("broad", 6), ("background", 8), ("arc", 8),
+                                   ("heavy-amplitudes", 4), ("close-pairs", 8), ("random", 20),
+                                   ("giant", 4), "degenerate"]}
+MIXTURE_ASIDE = {"compiled mixture EM": ["wide inputs", "float32", "not contiguous"]}
 
 
 def _registered() -> dict[str, object]:
@@ -161,8 +177,9 @@ def _registered() -> dict[str, object]:
 
 def test_every_registered_fast_path_has_parity_cases():
     names = set(_registered())
-    assert names == set(TRAINING) | set(PHASE) | set(OPTIMIZER) | set(PLAN)
-    assert names == set(TRAINING_ASIDE) | set(PHASE_ASIDE) | set(OPTIMIZER_ASIDE) | set(PLAN_ASIDE)
+    assert names == set(TRAINING) | set(PHASE) | set(OPTIMIZER) | set(PLAN) | set(MIXTURE)
+    assert names == (set(TRAINING_ASIDE) | set(PHASE_ASIDE) | set(OPTIMIZER_ASIDE) | set(PLAN_ASIDE)
+                     | set(MIXTURE_ASIDE))
 
 
 @contextmanager
@@ -361,3 +378,64 @@ def test_plan_resolution_equals_the_reference(name, case, monkeypatch):
 @pytest.mark.parametrize("name,case", _cases(PLAN_ASIDE))
 def test_plan_resolution_stands_aside_where_it_does_not_apply(name, case, accelerated):
     assert find("plan resolution", case, "") is None
+
+
+def _stack(case) -> np.ndarray:
+    """Layers (B, m, k) of one shape for the mixture cases: planted dev layers with k <= MAX_INPUTS
+    of the class's most common shape, or the degenerate stack (no active row, two rows, repeated
+    rows, a circle's worth of inputs)."""
+    if case == "degenerate":
+        rng = np.random.default_rng(7)
+        W = np.repeat(rng.standard_normal((1, 1, 2)), 6, axis=0).repeat(30, axis=1)
+        W[0] = 0.0
+        W[1, 2:] = 0.0
+        W[2] += 1e-3 * rng.standard_normal((30, 2))
+        W[3] = rng.standard_normal((30, 2))
+        W[4, :15] = [1.0, 0.0]
+        W[4, 15:] = [0.0, 1.0]
+        return W
+    layers = [planted(case[0], i, dev=True).W for i in range(case[1])]
+    layers = [W for W in layers if W.shape[1] <= MAX_INPUTS]
+    shape = max(set(W.shape for W in layers), key=[W.shape for W in layers].count)
+    return np.stack([W for W in layers if W.shape == shape]).astype(np.float64)
+
+
+@pytest.mark.parametrize("name,case", _cases(MIXTURE))
+def test_mixture_em_equals_the_reference(name, case, monkeypatch):
+    W = _stack(case)
+    out, ran, call = {}, [], _mixture_em.CompiledEM.__call__
+    monkeypatch.setattr(_mixture_em.CompiledEM, "__call__", lambda *a, **kw: ran.append(1) or call(*a, **kw))
+    for key, fast in (("fast", True), ("reference", False)):
+        with _mode(monkeypatch, fast):
+            B = len(W)
+            out[key] = structures(W, np.full(B, PENALTY), np.full(B, NEGLIGIBLE_MADS), MIN_SHARE)
+            if fast:   # the same bits whatever the split over threads
+                assert count_lines_many(W, threads=2) == out[key].n_lines.tolist()
+    fast, ref = out["fast"], out["reference"]
+    assert ran   # the compiled EM computed the fast side
+    for field in ("n_lines", "n_arcs", "live", "arc"):
+        np.testing.assert_array_equal(getattr(fast, field), getattr(ref, field), err_msg=field)
+    for field in ("alive", "root", "comp"):
+        np.testing.assert_array_equal(getattr(fast.fit, field), getattr(ref.fit, field), err_msg=field)
+    on = ref.fit.alive
+    np.testing.assert_allclose(np.abs((fast.fit.mu * ref.fit.mu).sum(axis=2))[on], 1.0, atol=1e-6)
+    np.testing.assert_allclose(fast.fit.s[on], ref.fit.s[on], rtol=1e-6)
+    np.testing.assert_allclose(fast.fit.log_pi[:, 1:][on], ref.fit.log_pi[:, 1:][on], atol=1e-6)
+
+
+def test_mixture_em_is_built():
+    """The C extension is part of the development install (`make setup` builds it with a C compiler)."""
+    assert _mixture_em._em is not None, "condlab._accel._em is not built: pip install -e . with a C compiler"
+    assert _mixture_em._em.ABI_VERSION == _mixture_em.ABI_VERSION
+
+
+@pytest.mark.parametrize("name,case", _cases(MIXTURE_ASIDE))
+def test_mixture_em_stands_aside_where_it_does_not_apply(name, case, accelerated):
+    k = MAX_INPUTS + 1 if case == "wide inputs" else 6
+    dtype = np.float32 if case == "float32" else np.float64
+    UT = np.zeros((3, k, 40), dtype)
+    mu, log_s, log_pi = np.zeros((3, 4, k)), np.zeros((3, 4)), np.zeros((3, 5))
+    if case == "not contiguous":
+        mu = np.zeros((3, 8, k))[:, ::2]
+    prev, steps = np.zeros(3), np.zeros(3, np.int64)
+    assert find("mixture EM", np.ndarray, UT, mu, log_s, log_pi, prev, steps, EM_CONSTANTS) is None

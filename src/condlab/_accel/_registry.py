@@ -36,6 +36,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "optimizer step": ("._fused",),
     "phase step": ("._relu_fused",),
     "plan resolution": ("._resolve",),
+    "mixture EM": ("._mixture_em",),
 }
 
 

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from condlab._accel import find
+
 SEED_ROWS = 512  # seed candidates per layer (the first active rows, or evenly spaced ones)
 MAX_COMPONENTS = 12  # seeds per layer, at most
 PEAK_RATIO = 1.3  # a seed: every denser candidate is >= PEAK_RATIO x its kNN radius away
@@ -50,6 +52,9 @@ SEPARATION = 4.5  # Ashman's D above which two components are two lines
 MIN_LINE_DEG = 5.0  # axes closer than this are one line whatever D says (tight lines: sub-degree spreads)
 CORE = 4.0  # a component's rows farther than CORE x its median angle do not count in D
 LINE_MAX_DEG = 45.0  # a group whose rows lie farther from their axes (median angle) is no line
+# the constants of `em`, as the fast path "compiled mixture EM" (condlab._accel) takes them
+EM_CONSTANTS = (TOL, MAX_ITER, NEWTON_STEPS, LOG_S_MIN, -2.0 * math.log(S_MAX), -2.0 * math.log(S_MIN),
+                math.cos(math.radians(MIN_LINE_DEG)))
 
 
 @dataclass
@@ -418,16 +423,19 @@ def fit(U: np.ndarray, w: np.ndarray, n_min: np.ndarray, h: int, penalty: np.nda
     comp, root = np.full((B, n), -1), np.full((B, K), -1)
     prev, steps = np.full(B, -np.inf), np.zeros(B, np.int64)  # each layer's EM state (`em`)
     rounds = np.zeros(B, np.int64)  # decisions made on each layer
+    # `em` compiled, where it is built and applies (condlab._accel, "compiled mixture EM")
+    run_em = find("mixture EM", type(UT), UT, mu, log_s, log_pi, prev, steps, EM_CONSTANTS) or em
 
     def decide(sub: np.ndarray) -> np.ndarray:
         """Steps 3-4 on the layers sub; the layers whose components changed and fit again."""
+        last = rounds[sub] + 1 >= 2 * K + 2  # at most 2K + 2 rounds
         comp[sub], root[sub], keep = _decide(
-            UT[sub], w[sub], mu[sub], log_s[sub], log_pi[sub], alive[sub], n_min[sub], cost[sub], k)
+            UT[sub], w[sub], mu[sub], log_s[sub], log_pi[sub], alive[sub], n_min[sub], cost[sub], k, last)
         rounds[sub] += 1
         changed = (keep != alive[sub]).any(axis=1)
         alive[sub[changed]] = keep[changed]
         log_pi[sub[changed], 1:] = np.where(keep[changed], log_pi[sub[changed], 1:], -np.inf)
-        again = sub[changed & (rounds[sub] < 2 * K + 2)]  # at most 2K + 2 rounds
+        again = sub[changed & ~last]
         prev[again], steps[again] = -np.inf, 0
         return again
 
@@ -436,17 +444,18 @@ def fit(U: np.ndarray, w: np.ndarray, n_min: np.ndarray, h: int, penalty: np.nda
     while moving.size:
         # a layer whose components changed fits again from its current state beside the layers
         # still in their EM (rounds overlap; each layer's sequence of fits is what it is alone)
-        still = em(U, UT, w, mu, log_s, log_pi, k, moving, n_min, prev, steps, until=len(moving) // 4)
+        still = run_em(U, UT, w, mu, log_s, log_pi, k, moving, n_min, prev, steps, until=len(moving) // 4)
         going = np.zeros(B, bool)
         going[still] = True
         moving = np.concatenate([still, decide(moving[~going[moving]])])
     return Fit(mu, np.exp(log_s), log_pi, alive, root, comp)
 
 
-def _decide(UT, w, mu, log_s, log_pi, alive, n_min, cost, k):
+def _decide(UT, w, mu, log_s, log_pi, alive, n_min, cost, k, last):
     """Steps 3-4 on converged layers: (comp, root, keep) with keep (B, K) the components that
     stay (all of `alive` but the small or redundant ones if there are any, else those of the
-    groups that pass the BIC test).
+    groups that pass the BIC test); last (B,): the layer's last round (its groups are reported
+    whatever happens; otherwise a layer with small components gets root -1: it fits again).
 
     Done on the components that take part (alive, or with a weight), moved to the front in
     their order: the smallest index of a group, and every tie, is the same as on all K (a
@@ -459,7 +468,7 @@ def _decide(UT, w, mu, log_s, log_pi, alive, n_min, cost, k):
     lp_c = np.concatenate([log_pi[:, :1], np.take_along_axis(log_pi[:, 1:], perm, axis=1)], axis=1)
     alive_c = np.take_along_axis(alive, perm, axis=1)
     comp, root, keep = _decide_compact(UT, w, mu_c, np.take_along_axis(log_s, perm, axis=1), lp_c,
-                                       alive_c, n_min, cost, k)
+                                       alive_c, n_min, cost, k, last)
     comp = np.where(comp >= 0, np.take_along_axis(perm, np.maximum(comp, 0), axis=1), -1)
     root = np.where(root >= 0, np.take_along_axis(perm, np.maximum(root, 0), axis=1), -1)
     root_full, keep_full = np.full((B, K), -1), np.zeros((B, K), bool)
@@ -468,7 +477,7 @@ def _decide(UT, w, mu, log_s, log_pi, alive, n_min, cost, k):
     return comp, root_full, keep_full
 
 
-def _decide_compact(UT, w, mu, log_s, log_pi, alive, n_min, cost, k):
+def _decide_compact(UT, w, mu, log_s, log_pi, alive, n_min, cost, k, last):
     """`_decide` on components laid out (B, K') with the ones taking part first."""
     K = mu.shape[1]
     e = e_step(UT, mu, log_s, log_pi, k)
@@ -476,6 +485,24 @@ def _decide_compact(UT, w, mu, log_s, log_pi, alive, n_min, cost, k):
     members = (comp[:, None, :] == np.arange(K)[:, None]).sum(axis=2)
     big = alive & (members >= n_min[:, None])  # fewer rows: a collapse onto a few rows
     big &= ~redundant(mu, log_pi)  # a lighter copy of a line within MIN_LINE_DEG
+    # small components go first, and the fit restarts without them: a redundant copy of a
+    # line (a small component on the same rows) would otherwise take that line's loss away. So
+    # the groups of a layer with small components are formed and tested only in its last round.
+    small = (alive & ~big).any(axis=1)
+    root, keep = np.full(big.shape, -1), big.copy()
+    t = np.flatnonzero(~small | last)
+    if t.size:
+        sub = slice(None) if t.size == len(big) else t  # all layers: no copies
+        e_t = _E(*(a[sub] for a in (e.C, e.q, e.R, e.R0, e.log_p)))
+        root[t], passed = _groups(e_t, comp[sub], mu[sub], log_pi[sub], big[sub], w[sub], cost[sub])
+        keep[t] = np.where(small[t, None], big[t], passed)
+    return comp, root, keep
+
+
+def _groups(e: _E, comp, mu, log_pi, big, w, cost):
+    """Step 4: (root, passed) with root (B, K) each big component's group and passed (B, K) the
+    big components of the groups that pass the BIC test and the cone rule."""
+    K = mu.shape[1]
     root = group_roots(separation(e.C, comp, mu, big), big)
     loss = group_loss(e, log_pi, w, root)
     size = (root[:, :, None] == np.arange(K)).sum(axis=1)  # components per group
@@ -484,8 +511,4 @@ def _decide_compact(UT, w, mu, log_s, log_pi, alive, n_min, cost, k):
     # fits one broad component that the BIC test alone keeps)
     row_root = np.where(comp >= 0, np.take_along_axis(root, np.maximum(comp, 0), axis=1), -1)
     cone = median_angle(e.C, comp, row_root) <= math.radians(LINE_MAX_DEG)
-    passed = big & np.take_along_axis((loss >= cost[:, None] * size) & cone, np.maximum(root, 0), axis=1)
-    # small components go first, and the fit restarts without them: a redundant copy of a
-    # line (a small component on the same rows) would otherwise take that line's loss away
-    keep = np.where((alive & ~big).any(axis=1, keepdims=True), big, passed)
-    return comp, root, keep
+    return root, big & np.take_along_axis((loss >= cost[:, None] * size) & cone, np.maximum(root, 0), axis=1)
