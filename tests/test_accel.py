@@ -21,7 +21,9 @@ import torch
 
 import condlab
 from _accel_helpers import two_layer
-from condlab._accel import AccelWarning, _registry, _relu_fused, _wide_step, find
+from condlab._accel import AccelWarning, _mixture_em, _registry, _relu_fused, _wide_step, find
+from condlab.analysis._line_counts import count_lines_many
+from condlab.analysis._mixture import EM_CONSTANTS
 from condlab.phase import TwoLayer, scales, train_to_convergence
 from condlab.training._arch import ARCHITECTURES, FullyConnected, get_architecture
 from condlab.training._data import make_dataset
@@ -111,6 +113,13 @@ def test_the_reference_switch_turns_every_fast_path_off(reference):
     assert find("phase step", TwoLayer, two_layer(), 3) is None
     opt = get_optimizer("adam")(torch.zeros(10), Hyper(lr=torch.tensor(1e-3)))
     assert opt._fast is None
+    assert find("mixture EM", np.ndarray, *_em_args()) is None
+
+
+def _em_args(cls: type = np.ndarray) -> tuple:
+    """The arguments `fit` hands the mixture EM's lookup: a stack of 3 layers, 40 rows, 6 inputs."""
+    return (np.zeros((3, 6, 40)).view(cls), np.zeros((3, 12, 6)), np.zeros((3, 12)), np.zeros((3, 13)),
+            np.zeros(3), np.zeros(3, np.int64), EM_CONSTANTS)
 
 
 def test_fast_paths_match_the_exact_class_only(accelerated):
@@ -126,6 +135,12 @@ def test_fast_paths_match_the_exact_class_only(accelerated):
         """A subclass of Adam (it could change the step)."""
 
     assert MyAdam(torch.zeros(10), Hyper(lr=torch.tensor(1e-3)))._fast is None
+
+    class MyArray(np.ndarray):
+        """An array subclass (it could change the arithmetic)."""
+
+    assert find("mixture EM", np.ndarray, *_em_args()) is not None
+    assert find("mixture EM", MyArray, *_em_args(MyArray)) is None
 
 
 # ----------------------------------------------------------------------------- failures fall back
@@ -226,6 +241,24 @@ def test_any_exception_of_a_fast_path_falls_back(fresh, monkeypatch):
 
     for loss, step in _once(run):
         assert step is None and torch.equal(loss, ref)
+
+
+@pytest.mark.parametrize("build", ["missing", "stale"])
+def test_a_build_without_the_compiled_em_counts_with_the_reference(build, fresh, monkeypatch):
+    """pip installs condlab without the C extension where no compiler is found: not a failure, no
+    warning; a stale in-place build (another ABI_VERSION) is not used either."""
+    rng = np.random.default_rng(3)
+    axes = rng.standard_normal((3, 6))
+    stack = axes[rng.integers(0, 3, (4, 60))] + 0.05 * rng.standard_normal((4, 60, 6))
+    monkeypatch.setenv("CONDLAB_REFERENCE", "1")
+    want = count_lines_many(stack)
+    monkeypatch.delenv("CONDLAB_REFERENCE")
+    stale = types.SimpleNamespace(ABI_VERSION=_mixture_em.ABI_VERSION + 1, em=None)
+    monkeypatch.setattr(_mixture_em, "_em", None if build == "missing" else stale)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert find("mixture EM", np.ndarray, *_em_args()) is None
+        assert count_lines_many(stack) == want
 
 
 def _adam_steps(name: str) -> tuple[torch.Tensor, object]:

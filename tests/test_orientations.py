@@ -346,7 +346,7 @@ def test_ems_close_pair_test_is_the_redundant_rule_asked_for_any():
     # claim: EM's cheap stop test (two live axes within 5 deg) answers exactly what the decisions'
     # rule asks, whether some live component is a lighter copy of another, on random stacks with
     # dropped components, ties of weight and near-copies of axes
-    from condlab.analysis import _mixture
+    from condlab.analysis import _fitting, _mixture
 
     rng = np.random.default_rng(7)
     for _ in range(200):
@@ -358,4 +358,4 @@ def test_ems_close_pair_test_is_the_redundant_rule_asked_for_any():
         mu /= np.linalg.norm(mu, axis=2, keepdims=True)
         log_pi = np.log(rng.choice([0.1, 0.2, 0.3], size=(B, K + 1)))
         log_pi[:, 1:][rng.random((B, K)) < 0.3] = -np.inf
-        assert np.array_equal(_mixture.close_pair(mu, log_pi), _mixture.redundant(mu, log_pi).any(axis=1))
+        assert np.array_equal(_mixture.close_pair(mu, log_pi), _fitting.redundant(mu, log_pi).any(axis=1))

@@ -29,6 +29,7 @@ except ImportError:  # built without a C compiler: the reference runs
     _em = None
 
 ABI_VERSION = 1  # _em.c's; a stale in-place build of another version is not used
+ROWS_PER_CALL = 1 << 16  # rows x components per call: at most 300 EM steps over them, about a second
 MAX_INPUTS = 24  # k above this: numpy's BLAS products catch up (docs/architecture.md, "Fast paths")
 
 
@@ -40,11 +41,18 @@ class CompiledEM:
     constants: tuple
 
     def __call__(self, U, UT, w, mu, log_s, log_pi, k, layers, n_min, prev, steps, until=0) -> np.ndarray:
-        """Run every listed layer to its stop; returns the layers still moving: none."""
+        """Run every listed layer to its stop; returns the layers still moving: none.
+
+        Called on groups of layers of at most ROWS_PER_CALL rows x components, so that Ctrl-C
+        (served between calls, not inside one) waits at most for one wide layer's EM."""
         layers = np.ascontiguousarray(layers, dtype=np.int64)
         B, n, _ = U.shape
+        K = mu.shape[1]
         w, n_min = np.ascontiguousarray(w, dtype=np.float64), np.ascontiguousarray(n_min, dtype=np.int64)
-        _em.em(UT, w, mu, log_s, log_pi, layers, n_min, prev, steps, B, n, k, mu.shape[1], *self.constants)
+        per_call = max(1, ROWS_PER_CALL // (n * K))
+        for start in range(0, len(layers), per_call):
+            _em.em(UT, w, mu, log_s, log_pi, layers[start:start + per_call], n_min, prev, steps, B, n, k, K,
+                   *self.constants)
         return layers[:0]
 
 

@@ -10,8 +10,8 @@ states the method; the steps here are:
    keeps every row) and never less than 10x below the median.
 2. Canonical order: amplitude descending, ties by the row values, so that a permutation of the
    rows changes nothing; the active rows form a prefix of it.
-3. The mixture (analysis/_mixture.py) is fitted to at most FIT_ROWS active rows, evenly spaced in
-   that order (all of them in layers up to FIT_ROWS rows); a component needs
+3. The mixture (analysis/_mixture.py, analysis/_fitting.py) is fitted to at most FIT_ROWS active
+   rows, evenly spaced in that order (all of them in layers up to FIT_ROWS rows); a component needs
    n_min = max(MIN_ROWS, ⌈min_share · fitted active rows⌉) rows.
 4. Kept groups that are arcs (analysis/_arcs.py) are arcs; the others are lines.
 """
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from condlab.analysis import _arcs, _cosine, _mixture
+from condlab.analysis import _arcs, _cosine, _fitting, _mixture
 
 PENALTY = 1.5  # factor on the BIC cost of a component (measured on development seeds, docs)
 NEGLIGIBLE_MADS = 5.0  # a negligible row lies this many robust std of log a below the median
@@ -140,7 +140,7 @@ def structures(W: np.ndarray, penalty: np.ndarray, mads: np.ndarray, min_share: 
     h = max(3, math.ceil(min_share * min(Uf.shape[1], _mixture.SEED_ROWS) - 1e-9)) - 1
     if k == 1:  # one input: every row is on the only line there is
         return _one_dimensional(order, active, fitted, Uf, n_fit, n_min)
-    fit = _mixture.fit(Uf, wf, n_min, h, np.asarray(penalty, dtype=float))
+    fit = _fitting.fit(Uf, wf, n_min, h, np.asarray(penalty, dtype=float))
     row_group = np.where(fit.comp >= 0, np.take_along_axis(fit.root, np.maximum(fit.comp, 0), axis=1), -1)
     live = np.zeros(fit.alive.shape, dtype=bool)
     lay, comp = np.nonzero(fit.alive)
