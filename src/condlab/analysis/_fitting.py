@@ -4,7 +4,8 @@
 fast path "compiled mixture EM" of condlab._accel), then decides on each converged layer (`_decide`:
 small and redundant components dropped, the others grouped by their separation, groups kept by
 the BIC test and the cone rule) and fits again the layers whose components changed. The method
-and its constants are stated once, in analysis/_mixture.py's docstring and docs/analysis.md.
+and its constants are stated once, in analysis/_mixture.py (read from it at each use: the
+constants in capitals below are _mixture's) and docs/analysis.md.
 """
 
 from __future__ import annotations
@@ -14,21 +15,8 @@ import math
 import numpy as np
 
 from condlab._accel import find
-from condlab.analysis._mixture import (
-    _E,
-    CORE,
-    EM_CONSTANTS,
-    LINE_MAX_DEG,
-    MIN_LINE_DEG,
-    S_MAX,
-    S_MIN,
-    SEPARATION,
-    Fit,
-    e_step,
-    em,
-    labels,
-    seeds,
-)
+from condlab.analysis import _mixture
+from condlab.analysis._mixture import _E, Fit, e_step, em, labels, seeds
 
 
 def redundant(mu: np.ndarray, log_pi: np.ndarray) -> np.ndarray:
@@ -37,7 +25,7 @@ def redundant(mu: np.ndarray, log_pi: np.ndarray) -> np.ndarray:
     K = mu.shape[1]
     lp = log_pi[:, 1:]
     live = np.isfinite(lp)
-    close = np.abs(mu @ mu.transpose(0, 2, 1)) > math.cos(math.radians(MIN_LINE_DEG))
+    close = np.abs(mu @ mu.transpose(0, 2, 1)) > math.cos(math.radians(_mixture.MIN_LINE_DEG))
     idx = np.arange(K)
     heavier = (lp[:, None, :] > lp[:, :, None]) | ((lp[:, None, :] == lp[:, :, None]) & (idx < idx[:, None]))
     return live & (close & heavier & live[:, None, :]).any(axis=2)
@@ -66,7 +54,7 @@ def _core(cos_own: np.ndarray, comp: np.ndarray, K: int) -> np.ndarray:
     axis (cos_own (B, 1, n): each row's |cos| to its own axis). One stray row of a heavy tail
     would otherwise set the spread that the separation compares with."""
     member, angle, median = _member_angles(cos_own, comp, K)
-    return (member & (angle <= CORE * np.maximum(median, S_MIN))).astype(float)
+    return (member & (angle <= _mixture.CORE * np.maximum(median, _mixture.S_MIN))).astype(float)
 
 
 def separation(C: np.ndarray, comp: np.ndarray, mu: np.ndarray, alive: np.ndarray) -> np.ndarray:
@@ -95,8 +83,8 @@ def separation(C: np.ndarray, comp: np.ndarray, mu: np.ndarray, alive: np.ndarra
     var = np.maximum((member @ (t * t).transpose(0, 2, 1)) / Nn - mean * mean, 0.0)
     d = np.arccos(np.minimum(np.abs(cos_mm), 1.0))
     gap = np.abs(d - mean - mean.transpose(0, 2, 1))  # l's rows sit at d − (their mean toward j)
-    D = gap / np.sqrt(np.maximum(0.5 * (var + var.transpose(0, 2, 1)), S_MIN**2))
-    D[d < math.radians(MIN_LINE_DEG)] = 0.0
+    D = gap / np.sqrt(np.maximum(0.5 * (var + var.transpose(0, 2, 1)), _mixture.S_MIN**2))
+    D[d < math.radians(_mixture.MIN_LINE_DEG)] = 0.0
     ok = alive & (N > 0)
     D[~(ok[:, :, None] & ok[:, None, :])] = np.inf
     return D
@@ -106,7 +94,7 @@ def group_roots(D: np.ndarray, alive: np.ndarray) -> np.ndarray:
     """(B, K) each alive component's group: the smallest component joined to it by a chain of
     pairs with D <= SEPARATION (-1: not alive)."""
     K = D.shape[1]
-    A = ((D <= SEPARATION) | np.eye(K, dtype=bool)).astype(float)
+    A = ((D <= _mixture.SEPARATION) | np.eye(K, dtype=bool)).astype(float)
     for _ in range(max(1, math.ceil(math.log2(K)))):  # after r squarings: chains of 2^r pairs
         A = np.minimum(A @ A, 1.0)
     return np.where(alive, np.argmax(A > 0, axis=2), -1)
@@ -135,7 +123,7 @@ def fit(U: np.ndarray, w: np.ndarray, n_min: np.ndarray, h: int, penalty: np.nda
     alive = rows >= 0
     K = rows.shape[1]
     mu = np.take_along_axis(U, np.maximum(rows, 0)[..., None], axis=1)
-    log_s = np.log(np.clip(r, S_MIN, S_MAX))
+    log_s = np.log(np.clip(r, _mixture.S_MIN, _mixture.S_MAX))
     log_pi = np.where(np.concatenate([np.ones((B, 1), bool), alive], axis=1), 0.0, -np.inf)
     log_pi -= np.log(1.0 + alive.sum(axis=1, keepdims=True))
     cost = penalty * 0.5 * (k + 1) * np.log(np.maximum(w.sum(axis=1), 2.0))
@@ -143,7 +131,7 @@ def fit(U: np.ndarray, w: np.ndarray, n_min: np.ndarray, h: int, penalty: np.nda
     prev, steps = np.full(B, -np.inf), np.zeros(B, np.int64)  # each layer's EM state (`em`)
     rounds = np.zeros(B, np.int64)  # decisions made on each layer
     # `em` compiled, where it is built and applies (condlab._accel, "compiled mixture EM")
-    run_em = find("mixture EM", type(UT), UT, mu, log_s, log_pi, prev, steps, EM_CONSTANTS) or em
+    run_em = find("mixture EM", type(UT), UT, mu, log_s, log_pi, prev, steps, _mixture.EM_CONSTANTS) or em
 
     def decide(sub: np.ndarray) -> np.ndarray:
         """Steps 3-4 on the layers sub; the layers whose components changed and fit again."""
@@ -229,5 +217,5 @@ def _groups(e: _E, comp, mu, log_pi, big, w, cost):
     # axes than the axes share no orientation (in many inputs, one direction of excess variance
     # fits one broad component that the BIC test alone keeps)
     row_root = np.where(comp >= 0, np.take_along_axis(root, np.maximum(comp, 0), axis=1), -1)
-    cone = median_angle(e.C, comp, row_root) <= math.radians(LINE_MAX_DEG)
+    cone = median_angle(e.C, comp, row_root) <= math.radians(_mixture.LINE_MAX_DEG)
     return root, big & np.take_along_axis((loss >= cost[:, None] * size) & cone, np.maximum(root, 0), axis=1)
