@@ -23,7 +23,7 @@ import condlab
 from _accel_helpers import two_layer
 from condlab._accel import AccelWarning, _mixture_em, _registry, _relu_fused, _wide_step, find
 from condlab.analysis._line_counts import count_lines_many
-from condlab.analysis._mixture import EM_CONSTANTS
+from condlab.analysis._mixture import em_constants
 from condlab.phase import TwoLayer, scales, train_to_convergence
 from condlab.training._arch import ARCHITECTURES, FullyConnected, get_architecture
 from condlab.training._data import make_dataset
@@ -119,7 +119,7 @@ def test_the_reference_switch_turns_every_fast_path_off(reference):
 def _em_args(cls: type = np.ndarray) -> tuple:
     """The arguments `fit` hands the mixture EM's lookup: a stack of 3 layers, 40 rows, 6 inputs."""
     return (np.zeros((3, 6, 40)).view(cls), np.zeros((3, 12, 6)), np.zeros((3, 12)), np.zeros((3, 13)),
-            np.zeros(3), np.zeros(3, np.int64), EM_CONSTANTS)
+            np.zeros(3), np.zeros(3, np.int64), em_constants())
 
 
 def test_fast_paths_match_the_exact_class_only(accelerated):

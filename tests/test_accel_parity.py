@@ -44,7 +44,7 @@ from condlab._accel._mixture_em import MAX_INPUTS
 from condlab.activations import get_activation
 from condlab.analysis._counting import MIN_SHARE, NEGLIGIBLE_MADS, PENALTY, structures
 from condlab.analysis._line_counts import count_lines_many
-from condlab.analysis._mixture import EM_CONSTANTS
+from condlab.analysis._mixture import em_constants
 from condlab.analysis._planted import planted
 from condlab.phase import scales, train_to_convergence
 from condlab.phase._diagram import HARDER_X, HARDER_Y
@@ -438,4 +438,4 @@ def test_mixture_em_stands_aside_where_it_does_not_apply(name, case, accelerated
     if case == "not contiguous":
         mu = np.zeros((3, 8, k))[:, ::2]
     prev, steps = np.zeros(3), np.zeros(3, np.int64)
-    assert find("mixture EM", np.ndarray, UT, mu, log_s, log_pi, prev, steps, EM_CONSTANTS) is None
+    assert find("mixture EM", np.ndarray, UT, mu, log_s, log_pi, prev, steps, em_constants()) is None

@@ -131,7 +131,7 @@ def fit(U: np.ndarray, w: np.ndarray, n_min: np.ndarray, h: int, penalty: np.nda
     prev, steps = np.full(B, -np.inf), np.zeros(B, np.int64)  # each layer's EM state (`em`)
     rounds = np.zeros(B, np.int64)  # decisions made on each layer
     # `em` compiled, where it is built and applies (condlab._accel, "compiled mixture EM")
-    run_em = find("mixture EM", type(UT), UT, mu, log_s, log_pi, prev, steps, _mixture.EM_CONSTANTS) or em
+    run_em = find("mixture EM", type(UT), UT, mu, log_s, log_pi, prev, steps, _mixture.em_constants()) or em
 
     def decide(sub: np.ndarray) -> np.ndarray:
         """Steps 3-4 on the layers sub; the layers whose components changed and fit again."""

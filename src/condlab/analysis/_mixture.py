@@ -55,9 +55,6 @@ SEPARATION = 4.5  # Ashman's D above which two components are two lines
 MIN_LINE_DEG = 5.0  # axes closer than this are one line whatever D says (tight lines: sub-degree spreads)
 CORE = 4.0  # a component's rows farther than CORE x its median angle do not count in D
 LINE_MAX_DEG = 45.0  # a group whose rows lie farther from their axes (median angle) is no line
-# the constants of `em`, as the fast path "compiled mixture EM" (condlab._accel) takes them
-EM_CONSTANTS = (TOL, MAX_ITER, NEWTON_STEPS, LOG_S_MIN, -2.0 * math.log(S_MAX), -2.0 * math.log(S_MIN),
-                math.cos(math.radians(MIN_LINE_DEG)))
 
 
 @dataclass
@@ -201,6 +198,13 @@ def _spread(C: np.ndarray, Rw: np.ndarray, N: np.ndarray, log_s: np.ndarray, k: 
         # which on these (B, K) arrays was a quarter of this function's time
         v = np.minimum(np.maximum(v + np.minimum(np.maximum(g / np.maximum(h, 1e-12), -2.0), 2.0), lo), hi)
     return -0.5 * v
+
+
+def em_constants() -> tuple:
+    """The constants of `em` as the fast path "compiled mixture EM" (condlab._accel) takes them:
+    (TOL, MAX_ITER, NEWTON_STEPS, LOG_S_MIN, bounds of v = log 1/s², cos MIN_LINE_DEG), read now."""
+    return (TOL, MAX_ITER, NEWTON_STEPS, LOG_S_MIN, -2.0 * math.log(S_MAX), -2.0 * math.log(S_MIN),
+            math.cos(math.radians(MIN_LINE_DEG)))
 
 
 def em(U, UT, w, mu, log_s, log_pi, k, layers, n_min, prev, steps, until=0):
