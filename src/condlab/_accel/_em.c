@@ -3,8 +3,8 @@
  * step by step, is condlab/analysis/_mixture.py: em, _step, e_step, _m_step, _spread, close_pair).
  *
  * Why compiled: numpy runs one EM step of a (50-row, 5-component) layer as ~100 calls over
- * arrays of a few hundred numbers, so the step costs ~25 us where its arithmetic needs ~5. C
- * rather than numba: numba's import and the load of a cached kernel cost ~0.6 s in every fresh
+ * arrays of a few hundred numbers, so the step costs ~25 us; here ~9 (its exp, log and divisions
+ * per row and component). C rather than numba: numba's import and the load of a cached kernel cost ~0.6 s in every fresh
  * process (more than the EM of a whole sweep batch), an extension module's import ~1 ms.
  *
  * Plain C99 and the CPython buffer protocol (no numpy headers). Every constant of the method is
@@ -20,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ABI_VERSION 1 /* _mixture_em.py refuses a build of another version (a stale in-place build) */
+/* _mixture_em.py refuses a build of another version (a stale in-place build): raise it with any
+ * change of the arguments or of what is computed */
+#define ABI_VERSION 1
 
 typedef struct {
     double tol, log_s_min, lo, hi, cos_close;
