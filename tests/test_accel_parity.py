@@ -25,7 +25,8 @@ Mixture EM (the line counter's fit): the same kept components, groups and row la
 line and arc counts as the reference, and axes, spreads and weights within 1e-6 (absolute on unit
 axes and log weights, relative on spreads): each EM step agrees to rounding, but a layer whose
 log-likelihood moves by about TOL at a step may stop one step apart, and one step then moves the
-parameters by about that much.
+parameters by about that much. At 2 threads (count_lines_many splits the stack over the pool) the
+same counts; the layers of a stack do not interact.
 
 A fast path without cases here fails the first test: a new one comes with its parity cases.
 """
@@ -409,7 +410,7 @@ def test_mixture_em_equals_the_reference(name, case, monkeypatch):
         with _mode(monkeypatch, fast):
             B = len(W)
             out[key] = structures(W, np.full(B, PENALTY), np.full(B, NEGLIGIBLE_MADS), MIN_SHARE)
-            if fast:   # the same bits whatever the split over threads
+            if fast:   # the same counts whatever the split over threads
                 assert count_lines_many(W, threads=2) == out[key].n_lines.tolist()
     fast, ref = out["fast"], out["reference"]
     assert ran   # the compiled EM computed the fast side

@@ -4,7 +4,7 @@ The reference is ``em`` of condlab.analysis's mixture module (docs/analysis.md, 
 orientations"), which runs EM steps on a stack of layers in numpy; this runs the same steps, in
 the same order, one layer at a time in C (``_em.c``, the extension module ``condlab._accel._em``),
 each layer to its stop. A step of a 50-row layer costs ~25 us in numpy (about a hundred calls
-on arrays of a few hundred numbers) and a few in C; its import costs ~1 ms, where numba's import
+on arrays of a few hundred numbers) and ~9 in C; its import costs ~1 ms, where numba's import
 and cached kernel cost ~0.6 s per fresh process (measured at stop 21: more than it saved on a
 sweep batch).
 
@@ -56,8 +56,9 @@ class CompiledEM:
         return layers[:0]
 
 
-def _contiguous(a: np.ndarray, dtype) -> bool:
-    return isinstance(a, np.ndarray) and a.dtype == dtype and a.flags.c_contiguous and a.flags.writeable
+def _contiguous(a: np.ndarray, dtype, writable: bool = True) -> bool:
+    return (isinstance(a, np.ndarray) and a.dtype == dtype and a.flags.c_contiguous
+            and (a.flags.writeable or not writable))
 
 
 def make(UT, mu, log_s, log_pi, prev, steps, constants) -> CompiledEM | None:
@@ -67,8 +68,8 @@ def make(UT, mu, log_s, log_pi, prev, steps, constants) -> CompiledEM | None:
         return None
     if UT.ndim != 3 or UT.shape[1] > MAX_INPUTS or not 1 <= mu.shape[1] <= 64:
         return None
-    if not (all(_contiguous(a, np.float64) for a in (UT, mu, log_s, log_pi, prev))
-            and _contiguous(steps, np.int64)):
+    if not (_contiguous(UT, np.float64, writable=False) and _contiguous(steps, np.int64)
+            and all(_contiguous(a, np.float64) for a in (mu, log_s, log_pi, prev))):
         return None
     return CompiledEM(tuple(constants))
 

@@ -1,9 +1,10 @@
 """The seam between condlab's reference computations and their fast paths.
 
-Every computation has one readable reference implementation (plain torch) that owns a small
-protocol -- "training step": ``BatchedNet.loss_and_grad`` of an architecture; "optimizer step":
-an optimizer's ``step``; "phase step": the phase-diagram trainer's loop for a network class;
-"plan resolution": ``make_plan``'s resolution of a sweep's points into runs, for a config class. A
+Every computation has one readable reference implementation (plain torch or numpy) that owns a
+small protocol -- "training step": ``BatchedNet.loss_and_grad`` of an architecture; "optimizer
+step": an optimizer's ``step``; "phase step": the phase-diagram trainer's loop for a network
+class; "plan resolution": ``make_plan``'s resolution of a sweep's points into runs, for a config
+class; "mixture EM": the line counter's EM on a stack of layers, for the stack's array class. A
 fast path is a module of this package that computes the same thing faster for the CONCRETE
 classes it was written for, and registers for them here (``register``). The
 reference asks once, with the exact class of its object, ``find("training step", type(arch),
