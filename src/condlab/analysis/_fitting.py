@@ -161,7 +161,7 @@ def fit(U: np.ndarray, w: np.ndarray, n_min: np.ndarray, h: int, penalty: np.nda
 def _decide(UT, w, mu, log_s, log_pi, alive, n_min, cost, k, last):
     """Steps 3-4 on converged layers: (comp, root, keep) with keep (B, K) the components that
     stay (all of `alive` but the small or redundant ones if there are any, else those of the
-    groups that pass the BIC test); last (B,): the layer's last round (its groups are reported
+    groups that pass the BIC test); last (B,): the layer's last allowed round (its groups are reported
     whatever happens; otherwise a layer with small components gets root -1: it fits again).
 
     Done on the components that take part (alive, or with a weight), moved to the front in
@@ -194,7 +194,8 @@ def _decide_compact(UT, w, mu, log_s, log_pi, alive, n_min, cost, k, last):
     big &= ~redundant(mu, log_pi)  # a lighter copy of a line within MIN_LINE_DEG
     # small components go first, and the fit restarts without them: a redundant copy of a
     # line (a small component on the same rows) would otherwise take that line's loss away. So
-    # the groups of a layer with small components are formed and tested only in its last round.
+    # the groups of a layer with small components are formed and tested only in its last allowed
+    # round (then they are what it reports).
     small = (alive & ~big).any(axis=1)
     root, keep = np.full(big.shape, -1), big.copy()
     t = np.flatnonzero(~small | last)

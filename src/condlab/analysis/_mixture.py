@@ -28,7 +28,7 @@ and the loop over rounds (steps 3-5, `fit`).
    form a cone: their median angle to their components' axes is at most LINE_MAX_DEG.
 5. If any component was dropped, EM restarts from the current state and 3-4 repeat. (Layers
    are scheduled so that one layer's refit runs beside others still in their EM: `fit`; the
-   groups of a layer that drops components are formed only in its last round.)
+   groups of a layer are formed only in a round with no small or redundant component to drop.)
 
 Everything is batched over a stack of same-shape layers: unit rows U (B, n, k) and their
 weights w (B, n) in {0, 1} (0: a negligible row or padding). Arrays are laid out (B, K, n),
