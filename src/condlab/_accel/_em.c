@@ -197,22 +197,28 @@ static void em_layer(const double *UT, const double *w, long n, long k, long K, 
     *steps = done;
 }
 
-static int get(PyObject *o, Py_buffer *b, int writable, Py_ssize_t itemsize, Py_ssize_t len, const char *name) {
+/* A C-contiguous buffer of `len` (-1: any number of) 8-byte items of the kind 'd' (float64) or
+ * 'i' (int64), writable if asked; -1 with a ValueError otherwise. */
+static int get(PyObject *o, Py_buffer *b, int writable, char kind, Py_ssize_t len, const char *name) {
     if (PyObject_GetBuffer(o, b, (writable ? PyBUF_WRITABLE : 0) | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
         return -1;
-    if (b->itemsize != itemsize || b->len != len * itemsize) {
-        PyErr_Format(PyExc_ValueError, "%s: expected %zd items of %zd bytes, got %zd bytes of %zd", name, len,
-                     itemsize, b->len, b->itemsize);
+    const char *f = b->format ? b->format : "B";
+    while (*f == '@' || *f == '=' || *f == '<') f++; /* native byte order (little-endian x86/ARM) */
+    int ok = b->itemsize == 8 && f[1] == '\0' && (kind == 'd' ? *f == 'd' : (*f == 'l' || *f == 'q'));
+    if (!ok || (len >= 0 && b->len != len * 8)) {
+        PyErr_Format(PyExc_ValueError, "%s: expected %zd %s items, got %zd bytes of format '%s'", name, len,
+                     kind == 'd' ? "float64" : "int64", b->len, b->format ? b->format : "B");
         PyBuffer_Release(b);
         return -1;
     }
     return 0;
 }
 
-/* em(U, w, mu, log_s, log_pi, layers, n_min, prev, steps, B, n, k, K,
+/* em(UT, w, mu, log_s, log_pi, layers, n_min, prev, steps, B, n, k, K,
  *    tol, max_iter, newton, log_s_min, lo, hi, cos_close)
- * UT (B, k, n) (the unit rows, transposed), w (B, n) 0/1, mu (B, K, k), log_s (B, K), log_pi (B, K + 1), prev (B,) float64;
- * layers (L,), n_min (B,), steps (B,) int64. Runs each listed layer to its stop, in place. */
+ * UT (B, k, n) (the unit rows, transposed), w (B, n) 0/1, mu (B, K, k), log_s (B, K),
+ * log_pi (B, K + 1), prev (B,) float64; layers (L,), n_min (B,), steps (B,) int64. Runs each
+ * listed layer to its stop, in place. */
 static PyObject *py_em(PyObject *self, PyObject *args) {
     PyObject *o[9];
     Py_ssize_t B, n, k, K, L;
@@ -229,21 +235,10 @@ static PyObject *py_em(PyObject *self, PyObject *args) {
     Py_buffer b[9];
     Py_ssize_t sizes[9] = {B * n * k, B * n, B * K * k, B * K, B * (K + 1), -1, B, B, B};
     int wr[9] = {0, 0, 1, 1, 1, 0, 0, 1, 1};
-    Py_ssize_t item[9] = {8, 8, 8, 8, 8, 8, 8, 8, 8};
+    const char kinds[] = "dddddiidi";
     const char *names[9] = {"UT", "w", "mu", "log_s", "log_pi", "layers", "n_min", "prev", "steps"};
     int got = 0;
-    for (; got < 9; got++) {
-        if (got == 5) { /* layers: any length */
-            if (PyObject_GetBuffer(o[5], &b[5], PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) break;
-            if (b[5].itemsize != 8) {
-                PyErr_SetString(PyExc_ValueError, "layers: expected int64");
-                PyBuffer_Release(&b[5]);
-                break;
-            }
-            continue;
-        }
-        if (get(o[got], &b[got], wr[got], item[got], sizes[got], names[got]) < 0) break;
-    }
+    while (got < 9 && get(o[got], &b[got], wr[got], kinds[got], sizes[got], names[got]) == 0) got++;
     if (got < 9) {
         for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
         return NULL;
