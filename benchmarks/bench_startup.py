@@ -10,9 +10,12 @@ Two jobs (issue 24, "imports only when used"), each timed as whole processes:
   configs that command trains (found once by a run that records ``Context.trained``).
 
 The measure is the CPU time (user + sys) of each child process as the kernel accounts it
-(``os.wait4``), so other jobs on a shared machine do not enter it. The two processes of a job
-run as interleaved pairs (the order alternating), --repeat times; printed: each pair's ratio
-and the median ratio (goal: <= 1.1 for the sweep).
+(``os.wait4``), so other jobs on a shared machine do not enter it. The processes of a job run
+as interleaved triples (the order rotating), --repeat times; printed: each triple's ratios and
+the median ratios (goal: <= 1.1 for the sweep). The third contender is the train-only process
+ending as the `condlab` command does (``_cli.exit_now``: atexit handlers, then no interpreter
+teardown, ~0.4 s of a process that imported torch): the ratio to it is the command's own work
+beyond training, with the two exits made equal.
 
     python benchmarks/bench_startup.py [--repeat 5] [--epochs 1000] [--threads 1] [--jobs sweep,reproduce]
                                        [--src DIR]
@@ -35,6 +38,7 @@ from _machine import machine_line
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 LRS = [1e-3 * 1.1**i for i in range(16)]
+BASELINES = ("train", "train, exit_now")
 
 TRAIN_ONLY = """
 import json, sys
@@ -43,6 +47,12 @@ from condlab.training import Config, train
 for job in json.load(open(sys.argv[1])):
     specs = None if job["runs"] is None else [RunSpec(**fields) for fields in job["runs"]]
     train(Config.from_dict(job["config"]), runs=specs, progress=False)
+"""
+# the same, ending as the `condlab` command ends (condlab._cli.exit_now)
+TRAIN_ONLY_EXIT_NOW = TRAIN_ONLY + """
+import atexit, os
+atexit._run_exitfuncs()
+os._exit(0)
 """
 
 # records every config `reproduce` trains (Context.trained), for the train-only contender
@@ -101,18 +111,29 @@ def reproduce_job(work: Path, env: dict[str, str]) -> tuple[list[str], list[str]
             [sys.executable, "-c", TRAIN_ONLY, str(jobs)], "out")
 
 
-def pairs(command: list[str], train_only: list[str], out: Path, env: dict[str, str],
-          repeat: int) -> list[tuple[float, float]]:
-    """(command, train-only) CPU seconds, `repeat` interleaved pairs, the order alternating."""
+def triples(command: list[str], train_only: list[str], out: Path, env: dict[str, str],
+            repeat: int) -> list[dict[str, float]]:
+    """CPU seconds of the command, the train-only process and the train-only process ending as
+    the command does, `repeat` interleaved triples, the order rotating."""
+    exit_now = [*train_only[:2], TRAIN_ONLY_EXIT_NOW, *train_only[3:]]
+    contenders = {"train": train_only, "train, exit_now": exit_now}
+    names = ["command", *BASELINES]
     found = []
     for i in range(repeat):
         times = {}
-        for which in (("command", "train") if i % 2 == 0 else ("train", "command")):
-            subprocess.run(["rm", "-rf", str(out)], check=True)   # a fresh output folder each time
-            times[which] = cpu_seconds(command if which == "command" else train_only, env, str(out.parent))
-        found.append((times["command"], times["train"]))
-        print(f"  pair {i + 1}: command {times['command']:.2f} s, train only {times['train']:.2f} s, "
-              f"ratio {times['command'] / times['train']:.3f}", flush=True)
+        # a new output folder each time, all removed at the end, not before each run: on ext4
+        # without a journal (these VMs' disk) a new file's inode skips those freed in the last
+        # minute, each looked up in the inode table, so creating 448 files right after deleting
+        # the last run's cost ~0.1-0.25 s more system CPU (perf: ext4 recently_deleted)
+        fresh = [f"{out}-{i}" if arg == str(out) else arg for arg in command]
+        for which in names[i % 3:] + names[:i % 3]:
+            argv = fresh if which == "command" else contenders[which]
+            times[which] = cpu_seconds(argv, env, str(out.parent))
+        found.append(times)
+        print(f"  {i + 1}: command {times['command']:.2f} s, train only {times['train']:.2f} s "
+              f"(ratio {times['command'] / times['train']:.3f}), train only with exit_now "
+              f"{times['train, exit_now']:.2f} s (ratio {times['command'] / times['train, exit_now']:.3f})",
+              flush=True)
     return found
 
 
@@ -135,13 +156,17 @@ def main() -> None:
             command, train_only, out = (sweep_job(work, args.epochs, args.src.resolve()) if name == "sweep"
                                         else reproduce_job(work, env))
             print(f"{name}: {' '.join(command[1:4])} ... vs a process that only trains its runs", flush=True)
-            found = pairs(command, train_only, work / out, env, args.repeat)
-            ratios = [c / t for c, t in found]
-            medians[name] = (statistics.median(ratios), min(ratios), max(ratios),
-                             statistics.median(c for c, _ in found), statistics.median(t for _, t in found))
-    for name, (median, low, high, command, train) in medians.items():
-        print(f"{name}: CPU {command:.2f} s vs train only {train:.2f} s (medians): ratio {median:.3f} "
-              f"(range {low:.3f}-{high:.3f}, {args.repeat} pairs)")
+            found = triples(command, train_only, work / out, env, args.repeat)
+            medians[name] = {which: [f["command"] / f[which] for f in found] for which in BASELINES}
+            medians[name]["CPU"] = [statistics.median(f[which] for f in found)
+                                    for which in ("command", *BASELINES)]
+    for name, found in medians.items():
+        command, train, train_exit = found.pop("CPU")
+        print(f"{name}: CPU {command:.2f} s vs train only {train:.2f} s, train only with exit_now "
+              f"{train_exit:.2f} s (medians)")
+        for which, ratios in found.items():
+            print(f"  ratio to {which}: {statistics.median(ratios):.3f} "
+                  f"(range {min(ratios):.3f}-{max(ratios):.3f}, {args.repeat} triples)")
 
 
 if __name__ == "__main__":

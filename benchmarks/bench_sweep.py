@@ -52,19 +52,22 @@ def spec(layout: str, epochs: int) -> dict:
             "grid": grid, "seeds": {"init": 4}}
 
 
-def measure(layout: str, epochs: int) -> tuple[float, float, int]:
-    """(wall seconds, training seconds, batches) of one sweep into a fresh directory.
+def measure(layout: str, epochs: int, root: Path) -> tuple[float, float, int]:
+    """(wall seconds, training seconds, batches) of one sweep into a new directory under `root`.
 
-    The file system is synced first: deleting the previous sweep's 256 run directories leaves
-    journal work that would otherwise land in this sweep's own syncs.
+    The sweeps' folders are all removed at the end, not one before the next: on ext4 without a
+    journal (these VMs' disk) a new file's inode skips those freed in the last minute, each
+    looked up in the inode table, so 1,792 files created right after deleting the previous
+    sweep's cost the writer ~0.1-0.3 s more (perf: ext4 recently_deleted). The file system is
+    synced first, so that no earlier write lands in this sweep's own syncs.
     """
-    with tempfile.TemporaryDirectory() as out:
-        os.sync()
-        start = time.perf_counter()
-        result = condlab.sweep(spec(layout, epochs), out=out, progress=False)
-        wall = time.perf_counter() - start
-        assert result.trained == 256, result.summary()
-        return wall, result.train_seconds, len(result.plan.batches)
+    out = Path(tempfile.mkdtemp(dir=root))
+    os.sync()
+    start = time.perf_counter()
+    result = condlab.sweep(spec(layout, epochs), out=out, progress=False)
+    wall = time.perf_counter() - start
+    assert result.trained == 256, result.summary()
+    return wall, result.train_seconds, len(result.plan.batches)
 
 
 def _serial_executor():
@@ -84,9 +87,9 @@ def _serial_executor():
     return Serial()
 
 
-def profile(epochs: int, layout: str) -> None:
+def profile(epochs: int, layout: str, root: Path) -> None:
     torch.set_num_threads(1)
-    measure("batched", 10)  # imports and first calls, as in the timed runs
+    measure("batched", 10, root)  # imports and first calls, as in the timed runs
     with tempfile.TemporaryDirectory() as out:
         prof = cProfile.Profile()
         start = time.perf_counter()
@@ -116,9 +119,15 @@ def main() -> None:
         import condlab.analysis._line_counts as line_counts
 
         line_counts.count_lines_many = lambda ws, *a, **k: [0] * len(ws)  # summarize imports it when called
-    if args.profile:
-        profile(args.epochs, args.layout)
-        return
+    with tempfile.TemporaryDirectory() as root:
+        if args.profile:
+            profile(args.epochs, args.layout, Path(root))
+        else:
+            run(args, Path(root))
+
+
+def run(args: argparse.Namespace, root: Path) -> None:
+    """The timed sweeps: both layouts interleaved, at each thread count; the median shares."""
     print(f"sweep of 64 configs x 4 seeds, fig3 network, {args.epochs} epochs; target: overhead <= 10 %"
           + (" (line counts replaced by a constant)" if args.free_counts else ""))
     shares: dict[tuple[int, str], list[float]] = {}
@@ -128,10 +137,10 @@ def main() -> None:
         # imports and first-call costs, with the trained layers the timed sweeps count (a
         # barely trained one never reaches the line counter's fallbacks, whose compiled code
         # loads from numba's cache on first use, ~0.1 s once per process)
-        measure("batched", args.epochs)
+        measure("batched", args.epochs, root)
         for _ in range(args.repeat):
             for layout in ("batched", "separate"):
-                wall, train, batches = measure(layout, args.epochs)
+                wall, train, batches = measure(layout, args.epochs, root)
                 share = (wall - train) / wall
                 shares.setdefault((threads, layout), []).append(share)
                 print(f"threads={threads} {layout:<9} batches={batches:<3} wall {wall:6.2f} s  "
