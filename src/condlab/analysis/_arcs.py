@@ -28,6 +28,8 @@ import math
 
 import numpy as np
 
+from ._memo import memoized
+
 ARC_MIN_ROWS = 20
 ARC_MIN_DEG = 20.0
 ARC_ANISOTROPY = 4.0
@@ -164,8 +166,16 @@ def flat_bound(n: int) -> float:
     A flat band's range is about sqrt(12) = 3.46 of its std; a Gaussian sample's grows with n
     (about 4.1 at n = 34), so a smaller ratio than the Gaussian's ARC_ALPHA quantile says flat.
     This studentized range test is more powerful against a flat band than the kurtosis at the
-    sizes that matter here (a 34-row band: kurtosistest p ≈ 0.12).
+    sizes that matter here (a 34-row band: kurtosistest p ≈ 0.12). The simulated values are
+    kept in condlab's cache folder (`_memo`), so a new process reads them instead.
     """
+    # "v1": the simulation below; a change to it that changes its values must change the tag
+    key = f"v1 draws={FLAT_NULL_DRAWS} seed={FLAT_NULL_SEED} alpha={ARC_ALPHA!r} numpy={np.__version__}"
+    return memoized("flat_bound", key, n, _simulate_flat_bound)
+
+
+def _simulate_flat_bound(n: int) -> float:
+    """flat_bound(n), simulated."""
     rng = np.random.default_rng(FLAT_NULL_SEED)
     block = max(1, (1 << 20) // n)  # draws per block: at most ~8 MB at a time (an 8192-row band)
     ratios = []
