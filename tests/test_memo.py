@@ -61,3 +61,18 @@ def test_no_file_where_the_cache_is_off_or_cannot_be_written(tmp_path, monkeypat
     _arcs.flat_bound.cache_clear()
     assert _arcs.flat_bound(21) == simulated
     _arcs.flat_bound.cache_clear()
+
+
+def test_the_cache_folder_follows_the_environment(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.delenv(CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache_dir() == tmp_path / "condlab"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+
+    def homeless():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", homeless)
+    assert cache_dir() is None

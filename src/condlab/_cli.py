@@ -7,6 +7,7 @@ report in _cli_records; inspect and phase-diagram in their subpackages (models, 
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import sys
 import threading
@@ -340,10 +341,6 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def console_main() -> NoReturn:
     """The `condlab` console script and ``python -m condlab``: ``main()``, then exit_now."""
     exit_now(main())
@@ -358,7 +355,7 @@ def exit_now(code: int) -> NoReturn:
     where teardown does matter: under a profiler or tracer (cProfile, coverage write their data
     then) and while a non-daemon thread still runs (it would be cut off).
     """
-    run_exitfuncs = getattr(__import__("atexit"), "_run_exitfuncs", None)  # CPython's; else: exit
+    run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)  # CPython's; elsewhere: the ordinary exit
     others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
     if run_exitfuncs is None or sys.getprofile() is not None or sys.gettrace() is not None or others:
         sys.exit(code)
@@ -369,3 +366,7 @@ def exit_now(code: int) -> NoReturn:
         except (OSError, ValueError):  # a reader that left, a closed stream: as Python's exit
             pass
     os._exit(code)
+
+
+if __name__ == "__main__":
+    console_main()

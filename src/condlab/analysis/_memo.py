@@ -26,7 +26,10 @@ def cache_dir() -> Path | None:
     """The folder of condlab's memo files (module docstring); None where ``$CONDLAB_CACHE`` is empty."""
     if CACHE_ENV in os.environ:
         return Path(os.environ[CACHE_ENV]) if os.environ[CACHE_ENV] else None
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    try:
+        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    except (RuntimeError, KeyError):  # no home folder to be found: keep no file
+        return None
     return Path(base) / "condlab"
 
 
