@@ -94,6 +94,27 @@ def test_an_interrupted_batch_stops_the_experiment_instead_of_being_judged(tmp_p
         ctx.train(condlab.preset("fig5"), "fig5")
 
 
+def test_every_stop_says_where_the_records_are_kept(tmp_path):
+    # claim: a signal outside a batch's training loop (the handler's own KeyboardInterrupt, CI
+    # saw one land between a diagnostic variant's batches), a bare KeyboardInterrupt and an
+    # experiment's own stop all end with the output folder named, said once
+    from types import SimpleNamespace
+
+    from condlab.reproduce._runner import stop_message
+
+    ctx = SimpleNamespace(out=tmp_path / "relu")
+    for raised, reason in ((KeyboardInterrupt("stopped by signal SIGINT"), "stopped by signal SIGINT"),
+                           (KeyboardInterrupt(), "stopped"),
+                           (KeyboardInterrupt("optimistic: interrupted while training a"), "optimistic")):
+        with pytest.raises(KeyboardInterrupt) as stop, stop_message(ctx):
+            raise raised
+        assert str(stop.value).startswith(reason) and f"kept in {ctx.out} " in str(stop.value)
+    named = KeyboardInterrupt(f"stopped while training a; the records trained so far are kept in {ctx.out}")
+    with pytest.raises(KeyboardInterrupt) as stop, stop_message(ctx):
+        raise named
+    assert stop.value is named
+
+
 def test_sigterm_between_batches_raises_keyboardinterrupt_and_the_handler_is_restored():
     from condlab.reproduce._runner import signals_stop
 

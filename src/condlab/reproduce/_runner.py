@@ -150,13 +150,17 @@ def signals_stop():
 
 @contextmanager
 def stop_message(ctx: Context):
-    """A Ctrl-C that arrived between training batches (a bare KeyboardInterrupt) says what was kept."""
+    """A stop says what was kept: one that arrived between training batches (a bare
+    KeyboardInterrupt, or the signal handler's "stopped by signal ...", which lands there when
+    the signal comes outside a batch's training loop) gets where the records are added; one
+    that names the output folder already (``_context.stopped``) is left as it is."""
     try:
         yield
     except KeyboardInterrupt as err:
-        if err.args:
+        said = str(err.args[0]) if err.args else "stopped"
+        if str(ctx.out) in said:
             raise
-        raise KeyboardInterrupt(f"stopped; the records trained so far are kept in {ctx.out} "
+        raise KeyboardInterrupt(f"{said}; the records trained so far are kept in {ctx.out} "
                                 "(no claims.json: nothing was judged)") from None
 
 
