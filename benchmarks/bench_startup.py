@@ -50,9 +50,8 @@ for job in json.load(open(sys.argv[1])):
 """
 # the same, ending as the `condlab` command ends (condlab._cli.exit_now)
 TRAIN_ONLY_EXIT_NOW = TRAIN_ONLY + """
-import atexit, os
-atexit._run_exitfuncs()
-os._exit(0)
+from condlab._cli import exit_now
+exit_now(0)
 """
 
 # records every config `reproduce` trains (Context.trained), for the train-only contender

@@ -134,9 +134,8 @@ def run(args: argparse.Namespace, root: Path) -> None:
     for threads in (int(t) for t in args.threads.split(",")):
         torch.set_num_threads(threads)
         # warm-up at this thread count (a new count rebuilds thread pools on first use):
-        # imports and first-call costs, with the trained layers the timed sweeps count (a
-        # barely trained one never reaches the line counter's fallbacks, whose compiled code
-        # loads from numba's cache on first use, ~0.1 s once per process)
+        # imports and first-call costs, with the trained layers the timed sweeps count (the arc
+        # test's null of each band size is looked up once per process)
         measure("batched", args.epochs, root)
         for _ in range(args.repeat):
             for layout in ("batched", "separate"):

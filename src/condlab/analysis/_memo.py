@@ -15,9 +15,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+from ..records import atomic_write_json
 
 CACHE_ENV = "CONDLAB_CACHE"
 
@@ -35,7 +36,7 @@ def cache_dir() -> Path | None:
 
 def memoized(name: str, key: str, n: int, simulate: Callable[[int], float]) -> float:
     """simulate(n), read from the memo file of (`name`, `key`) where it is there, else simulated
-    and added to that file (written to a temporary file and renamed over it)."""
+    and added to that file (``records.atomic_write_json``: a temporary file renamed over it)."""
     folder = cache_dir()
     if folder is None:
         return simulate(n)
@@ -59,13 +60,6 @@ def _read(path: Path, key: str) -> dict[str, float]:
 
 def _write(path: Path, key: str, values: dict[str, float]) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        atomic_write_json(path, {"key": key, "values": values})
     except OSError:  # a read-only home, a full disk: the next process simulates again
-        return
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump({"key": key, "values": values}, fh)
-        os.replace(tmp, path)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)
+        pass
