@@ -43,6 +43,7 @@ from _accel_helpers import two_layer
 from condlab._accel import ENV_VAR, MODULES, _kernels, _mixture_em, find, paths
 from condlab._accel._mixture_em import MAX_INPUTS
 from condlab.activations import get_activation
+from condlab.analysis import _line_counts as line_counts
 from condlab.analysis._counting import MIN_SHARE, NEGLIGIBLE_MADS, PENALTY, structures
 from condlab.analysis._line_counts import count_lines_many
 from condlab.analysis._mixture import em_constants
@@ -410,7 +411,8 @@ def test_mixture_em_equals_the_reference(name, case, monkeypatch):
         with _mode(monkeypatch, fast):
             B = len(W)
             out[key] = structures(W, np.full(B, PENALTY), np.full(B, NEGLIGIBLE_MADS), MIN_SHARE)
-            if fast:   # the same counts whatever the split over threads
+            if fast:   # the same counts whatever the split over threads (split however small)
+                monkeypatch.setattr(line_counts, "LAYERS_PER_CALL", 1)
                 assert count_lines_many(W, threads=2) == out[key].n_lines.tolist()
     fast, ref = out["fast"], out["reference"]
     assert ran   # the compiled EM computed the fast side

@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+from condlab.analysis import _line_counts as line_counts
 from condlab.analysis._cosine import cosine_matrix, nearest_line, row_norms, unit_rows
 from condlab.analysis._line_counts import count_lines, count_lines_many
 from condlab.analysis._orientations import Orientations, cosine_order, count_orientations
@@ -147,14 +148,30 @@ def test_shares_scattered_and_negligible_partition_the_rows():
     assert abs(total - 1.0) < 1e-12
 
 
-def test_count_lines_equals_the_single_count_of_count_orientations():
-    # claim: count_lines, count_lines_many (any batch, any order) == count_orientations(band=False)
-    # small layers (m <= 200) of four classes, development seeds
+def test_a_stack_is_split_over_threads_only_into_parts_of_layers_per_call(monkeypatch):
+    # claim: count_lines_many(threads=2) hands a stack to the pool only when each part gets at
+    # least LAYERS_PER_CALL layers (a smaller part costs more per layer than a thread saves)
+    import condlab._accel as accel
+
+    parts = []
+    monkeypatch.setattr(accel, "in_parallel", lambda tasks: parts.append(len(tasks)) or [t() for t in tasks])
+    rng = np.random.default_rng(0)
+    n = 2 * line_counts.LAYERS_PER_CALL
+    stack = rng.standard_normal((n, 12, 3))
+    alone = count_lines_many(stack)
+    assert count_lines_many(stack[: n - 1], threads=2) == alone[: n - 1] and parts == []
+    assert count_lines_many(stack, threads=2) == alone and parts == [2]
+
+
+def test_count_lines_equals_the_single_count_of_count_orientations(monkeypatch):
+    # claim: count_lines, count_lines_many (any batch, any order, any split over threads) ==
+    # count_orientations(band=False); small layers (m <= 200) of four classes, development seeds
     layers = [p.W for name in ("tight", "background", "random", "arc") for i in range(4)
               if len((p := planted(name, i, dev=True)).W) <= 200]
     want = [count_orientations(W, band=False).n_lines for W in layers]
     assert [count_lines(W) for W in layers] == want
     assert count_lines_many(layers) == want
+    monkeypatch.setattr(line_counts, "LAYERS_PER_CALL", 1)   # split even this small stack
     assert count_lines_many(layers[::-1], threads=2) == want[::-1]
 
 
