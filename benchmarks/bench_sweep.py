@@ -11,13 +11,7 @@ Two layouts of the same 256 runs (fig3 preset, --epochs epochs, snapshots every 
 (planning, set-up, the summary measurements, writing the records and the table) is overhead.
 Target: overhead <= 10 % of the wall time. Runs at 1 and 2 threads, the two layouts interleaved.
 
-* batched, counted after training (--after-too): the batched layout with the fast path "count
-  ahead" off (``reference_only``), interleaved with the others: what counting the initial-stage
-  layers while the batch trains saves, in wall time. The fast path runs only where training
-  leaves a core free (fewer torch threads than CPUs), so on 2 cores it runs at 1 thread only.
-
     python benchmarks/bench_sweep.py [--epochs 1000] [--repeat 2] [--threads 1,2] [--profile] [--free-counts]
-                                     [--after-too]
 
 The median share of each layout and thread count is printed last. --free-counts replaces the
 line counter (analysis._line_counts.count_lines_many, two layers per run) by a constant, to show the
@@ -44,7 +38,6 @@ import torch
 from _machine import machine_line
 
 import condlab
-from condlab._accel import reference_only
 
 LRS = [1e-3 * 1.25**i for i in range(8)]
 STDS = [0.005 * 1.25**i for i in range(8)]
@@ -60,14 +53,6 @@ def spec(layout: str, epochs: int) -> dict:
 
 
 def measure(layout: str, epochs: int, root: Path) -> tuple[float, float, int]:
-    """measure_sweep of the layout; "batched-after": the batched layout, its counts all after training."""
-    if layout == "batched-after":
-        with reference_only("count ahead"):
-            return measure_sweep("batched", epochs, root)
-    return measure_sweep(layout, epochs, root)
-
-
-def measure_sweep(layout: str, epochs: int, root: Path) -> tuple[float, float, int]:
     """(wall seconds, training seconds, batches) of one sweep into a new directory under `root`.
 
     The sweeps' folders are all removed at the end, not one before the next: on ext4 without a
@@ -126,8 +111,6 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--layout", default="batched", choices=("batched", "separate"),
                         help="the layout --profile profiles")
-    parser.add_argument("--after-too", action="store_true",
-                        help='also the batched layout with the fast path "count ahead" off, interleaved')
     parser.add_argument("--free-counts", action="store_true",
                         help="line counts replaced by a constant: the overhead without the counter")
     args = parser.parse_args()
@@ -148,31 +131,22 @@ def run(args: argparse.Namespace, root: Path) -> None:
     print(f"sweep of 64 configs x 4 seeds, fig3 network, {args.epochs} epochs; target: overhead <= 10 %"
           + (" (line counts replaced by a constant)" if args.free_counts else ""))
     shares: dict[tuple[int, str], list[float]] = {}
-    walls: dict[tuple[int, str], list[float]] = {}
-    layouts = ("batched", "separate") + (("batched-after",) if args.after_too else ())
     for threads in (int(t) for t in args.threads.split(",")):
         torch.set_num_threads(threads)
         # warm-up at this thread count (a new count rebuilds thread pools on first use):
         # imports and first-call costs, with the trained layers the timed sweeps count (the arc
         # test's null of each band size is looked up once per process)
         measure("batched", args.epochs, root)
-        for rep in range(args.repeat):
-            for layout in layouts[rep % len(layouts):] + layouts[:rep % len(layouts)]:   # order rotating
+        for _ in range(args.repeat):
+            for layout in ("batched", "separate"):
                 wall, train, batches = measure(layout, args.epochs, root)
                 share = (wall - train) / wall
                 shares.setdefault((threads, layout), []).append(share)
-                walls.setdefault((threads, layout), []).append(wall)
-                print(f"threads={threads} {layout:<13} batches={batches:<3} wall {wall:6.2f} s  "
+                print(f"threads={threads} {layout:<9} batches={batches:<3} wall {wall:6.2f} s  "
                       f"training {train:6.2f} s  outside training {share:6.1%}", flush=True)
     for (threads, layout), values in shares.items():
-        print(f"median threads={threads} {layout:<13} outside training {statistics.median(values):6.1%} "
+        print(f"median threads={threads} {layout:<9} outside training {statistics.median(values):6.1%} "
               f"({len(values)} sweeps)")
-    for threads in {t for t, _ in walls}:
-        if (threads, "batched-after") in walls:
-            ratios = [a / b for a, b in zip(walls[(threads, "batched")], walls[(threads, "batched-after")],
-                                            strict=True)]
-            print(f"median threads={threads} wall batched / batched-after {statistics.median(ratios):.3f} "
-                  f"({', '.join(f'{r:.3f}' for r in ratios)})")
 
 
 if __name__ == "__main__":

@@ -33,15 +33,14 @@ A fast path without cases here fails the first test: a new one comes with its pa
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
 import torch
 
-import condlab
 from _accel_helpers import two_layer
-from condlab._accel import ENV_VAR, MODULES, _kernels, _mixture_em, find, paths, reference_only
+from condlab._accel import ENV_VAR, MODULES, _kernels, _mixture_em, find, paths
 from condlab._accel._mixture_em import MAX_INPUTS
 from condlab.activations import get_activation
 from condlab.analysis import _line_counts as line_counts
@@ -172,17 +171,6 @@ MIXTURE = {"compiled mixture EM": [("tight", 12), ("broad", 6), ("background", 8
                                    ("heavy-amplitudes", 4), ("close-pairs", 8), ("random", 20),
                                    ("giant", 4), "degenerate"]}
 MIXTURE_ASIDE = {"compiled mixture EM": ["wide inputs", "float32", "not contiguous"]}
-# fast path -> sweeps whose table it must reproduce: one batch of 64 runs each, whose initial
-# stages end at different epochs (lr x std x seeds), as `set` on top of SUMMARY_SPEC
-SUMMARY_SPEC = {"base": "fig3", "set": {"train.epochs": 200, "train.snapshots": "every:20", "data.n": 40},
-                "grid": {"train.lr": [4e-3 * 1.25**i for i in range(8)], "model.init_std": [0.005, 0.02]},
-                "seeds": {"init": 4}}
-SUMMARY = {"count ahead": [
-    {}, {"train.dtype": "float64"},
-    {"model.depth": 2, "model.width": 12, "train.lr": [1e-2 * 1.25**i for i in range(8)]},
-    # gradient descent: the runs at lr 0.2-5 diverge, some after their stage ended
-    {"train.optimizer": "gd", "train.lr": [0.03, 0.05, 0.07, 0.1, 0.14, 0.2, 0.3, 5.0]}]}
-SUMMARY_ASIDE = {"count ahead": ["thinned snapshots", "a task", "too few layers", "every core trains"]}
 
 
 def _registered() -> dict[str, object]:
@@ -191,9 +179,9 @@ def _registered() -> dict[str, object]:
 
 def test_every_registered_fast_path_has_parity_cases():
     names = set(_registered())
-    assert names == set(TRAINING) | set(PHASE) | set(OPTIMIZER) | set(PLAN) | set(MIXTURE) | set(SUMMARY)
+    assert names == set(TRAINING) | set(PHASE) | set(OPTIMIZER) | set(PLAN) | set(MIXTURE)
     assert names == (set(TRAINING_ASIDE) | set(PHASE_ASIDE) | set(OPTIMIZER_ASIDE) | set(PLAN_ASIDE)
-                     | set(MIXTURE_ASIDE) | set(SUMMARY_ASIDE))
+                     | set(MIXTURE_ASIDE))
 
 
 @contextmanager
@@ -454,51 +442,3 @@ def test_mixture_em_stands_aside_where_it_does_not_apply(name, case, accelerated
         mu = np.zeros((3, 8, k))[:, ::2]
     prev, steps = np.zeros(3), np.zeros(3, np.int64)
     assert find("mixture EM", np.ndarray, UT, mu, log_s, log_pi, prev, steps, em_constants()) is None
-
-
-def _summary_spec(changes: dict) -> dict:
-    spec = {**SUMMARY_SPEC, "set": dict(SUMMARY_SPEC["set"]), "grid": dict(SUMMARY_SPEC["grid"])}
-    for key, value in changes.items():
-        (spec["grid"] if isinstance(value, list) else spec["set"])[key] = value
-    return spec
-
-
-@pytest.mark.parametrize("name,case", _cases(SUMMARY))
-def test_sweep_summary_equals_the_reference(name, case, monkeypatch, tmp_path):
-    from condlab._accel import _count_ahead
-    from condlab.sweeps import _run
-
-    monkeypatch.setattr(_count_ahead, "_cpus", lambda: 64)   # a core free of training, on any machine
-    after, real = [], _run._counts
-    monkeypatch.setattr(_run, "_counts", lambda layers: after.append(len(layers)) or real(layers))
-    tables = {}
-    for key in ("fast", "reference"):   # only this fast path off: the others change training's rounding
-        with _mode(monkeypatch, True), reference_only(name) if key == "reference" else nullcontext():
-            result = condlab.sweep(_summary_spec(case), out=tmp_path / key, progress=False)
-        assert result.trained == 64
-        tables[key] = {row["run"]: {c: v for c, v in row.items() if c not in ("host", "node")}
-                       for row in result.rows}
-    assert tables["fast"] == tables["reference"]
-    if max(case.get("train.lr", [0])) > 1:   # the case's own claim: runs that diverge are among them
-        assert any(row["status"] == "diverged" for row in tables["fast"].values())
-    counted = sum(1 for row in tables["reference"].values() for c, v in row.items()
-                  if c.endswith("_lines") and row["lines_epoch"] != row["final_snapshot"])
-    assert counted >= 32   # the case has initial-stage layers to count ahead ...
-    assert after[0] <= after[1] - 32   # ... and the fast path counted at least a chunk of them
-
-
-@pytest.mark.parametrize("name,case", _cases(SUMMARY_ASIDE))
-def test_sweep_summary_stands_aside_where_it_does_not_apply(name, case, accelerated, monkeypatch):
-    from condlab._accel import _count_ahead
-    from condlab.sweeps._sweep import _batches
-
-    cpus = torch.get_num_threads() if case == "every core trains" else 64
-    monkeypatch.setattr(_count_ahead, "_cpus", lambda: cpus)
-    spec = {"thinned snapshots": _summary_spec({"train.snapshot_neurons": 10}),
-            "a task": PLAN_SPECS["task"],
-            "too few layers": _summary_spec({"train.lr": [1e-3], "model.init_std": [0.01]}),
-            "every core trains": _summary_spec({})}[case]
-    batches = _batches(make_plan(spec), set())
-    assert all(find("sweep summary", type(batch), batch) is None for batch in batches)
-    if case == "too few layers":   # 4 runs: 4 layers, fewer than a chunk
-        assert len(batches) == 1 and len(batches[0].runs) == 4

@@ -228,8 +228,8 @@ def test_an_interrupted_batch_leaves_no_run_directories(tmp_path, monkeypatch):
 
     real = sweep_local.train_part
 
-    def interrupted(batch, progress=False, ahead=None):
-        result = real(batch, progress, ahead)
+    def interrupted(batch, progress=False):
+        result = real(batch, progress)
         for run in result.runs:
             run.status = "interrupted"
         return result

@@ -4,8 +4,7 @@ Every computation has one readable reference implementation (plain torch or nump
 small protocol -- "training step": ``BatchedNet.loss_and_grad`` of an architecture; "optimizer
 step": an optimizer's ``step``; "phase step": the phase-diagram trainer's loop for a network
 class; "plan resolution": ``make_plan``'s resolution of a sweep's points into runs, for a config
-class; "mixture EM": the line counter's EM on a stack of layers, for the stack's array class; "sweep
-summary": the line counts of a sweep batch's summary, made after it trains, for ``Batch``. A
+class; "mixture EM": the line counter's EM on a stack of layers, for the stack's array class. A
 fast path is a module of this package that computes the same thing faster for the CONCRETE
 classes it was written for, and registers for them here (``register``). The
 reference asks once, with the exact class of its object, ``find("training step", type(arch),
@@ -39,7 +38,6 @@ MODULES: dict[str, tuple[str, ...]] = {
     "phase step": ("._relu_fused",),
     "plan resolution": ("._resolve",),
     "mixture EM": ("._mixture_em",),
-    "sweep summary": ("._count_ahead",),
 }
 
 

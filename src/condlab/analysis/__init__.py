@@ -13,7 +13,6 @@ from .._lazy import exports
 # name -> the private module that defines it; imported on first use (no import cost, no cycles)
 _EXPORTS = {
     "INITIAL_STAGE_SHARE": "._stage",
-    "LAYERS_PER_CALL": "._line_counts",
     "Cluster": "._orientations",
     "LayerReport": "._report",
     "ModelRank": "._rank",
@@ -32,7 +31,6 @@ _EXPORTS = {
     "count_orientations": "._orientations",
     "count_orientations_many": "._orientations",
     "default_epoch": "._stage",
-    "default_epochs": "._stage",
     "effective_rank": "._reduce",
     "effective_residual": "._leading",
     "flow_for_optimizer": "._leading",
@@ -45,7 +43,6 @@ _EXPORTS = {
     "preload_lanczos": "._arcs",
     "rank_over_snapshots": "._rank",
     "reduce": "._reduce",
-    "stage_ends": "._stage",
 }
 
 # the public API of this package; the other names of _EXPORTS serve condlab's other subpackages

@@ -20,20 +20,10 @@ def default_epoch(run: Run) -> int:
     Snapshots after the first epoch whose loss fell to 70 % are never chosen, even when the
     loss rises again; a run whose loss never falls gives its last snapshot.
     """
-    return int(default_epochs(run.epochs, np.asarray(run.loss)[:, None])[0])
-
-
-def stage_ends(loss: np.ndarray) -> np.ndarray:
-    """The first epoch at or below 70 % of epoch 0's loss (or not finite), per run; loss (E, R)
-    -> (R,) int, E for a run whose loss never fell that far in these E epochs (Sec. 4)."""
-    loss = np.asarray(loss, dtype=np.float64)
-    below = ~(loss > INITIAL_STAGE_SHARE * loss[:1])
-    return np.where(below.any(axis=0), below.argmax(axis=0), len(loss))
-
-
-def default_epochs(epochs: np.ndarray, loss: np.ndarray) -> np.ndarray:
-    """``default_epoch`` of every run of a batch: snapshot epochs (S,) ascending, loss (E, R) ->
-    (R,) int: the last snapshot before the run's stage end, the first snapshot where none is."""
-    epochs = np.asarray(epochs)
-    before = np.searchsorted(epochs, stage_ends(loss), side="left") - 1
-    return epochs[np.maximum(before, 0)]
+    loss = np.asarray(run.loss, dtype=np.float64)
+    end = len(loss)
+    below = np.flatnonzero(~(loss > INITIAL_STAGE_SHARE * loss[0])) if len(loss) else []
+    if len(below):
+        end = int(below[0])  # first epoch at or below 70 % (or not finite)
+    inside = run.epochs[run.epochs < end]
+    return int(inside[-1]) if len(inside) else int(run.epochs[0])

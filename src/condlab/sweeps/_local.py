@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ._executors import Executor, OnDone, register_executor
-from ._run import Batch, BatchDone, Prepared, count_ahead, discard_part, prepare_part, train_part, write_part
+from ._run import Batch, BatchDone, Prepared, discard_part, prepare_part, train_part, write_part
 
 
 class _EpochCounter:
@@ -37,12 +37,10 @@ def _prepare_when(started: threading.Event, batch: Batch, runs_dir: str) -> Prep
     return prepare_part(batch, runs_dir)
 
 
-def _write_prepared(batch: Batch, result, runs_dir: str, prepared: Future, storage: Any,
-                    ahead: Any) -> BatchDone:
+def _write_prepared(batch: Batch, result, runs_dir: str, prepared: Future, storage: Any) -> BatchDone:
     """write_part into the directories that `prepared` (prepare_part, run before on this
     thread) made (if making them failed, write_part makes them itself); then publish them."""
-    done = write_part(batch, result, runs_dir, prepared=None if prepared.exception() else prepared.result(),
-                      ahead=ahead)
+    done = write_part(batch, result, runs_dir, prepared=None if prepared.exception() else prepared.result())
     storage.publish(Path(runs_dir), done.rows)
     return done
 
@@ -75,10 +73,8 @@ class LocalExecutor(Executor):
                 started = threading.Event()
                 counter = _EpochCounter(bar, batch.cost / max(batch.epochs, 1), started)
                 prepared = writer.submit(_prepare_when, started, batch, runs_dir)
-                ahead = None
                 try:
-                    ahead = count_ahead(batch)
-                    result = train_part(batch, progress=counter, ahead=ahead)
+                    result = train_part(batch, progress=counter)
                 except StoppedAfterBatch as stop:  # Ctrl-C as the batch ended: write it, then stop
                     result, late = stop.result, stop
                 except Exception as err:  # a broken batch must not stop the others
@@ -88,7 +84,7 @@ class LocalExecutor(Executor):
                 finally:
                     started.set()  # never leave the writer waiting (an error, Ctrl-C)
                 writing.append((batch, writer.submit(_write_prepared, batch, result, runs_dir,
-                                                     prepared, storage, ahead)))
+                                                     prepared, storage)))
                 while writing and writing[0][1].done():
                     self._report(*writing.pop(0), on_done)
                 if late is not None or any(run.status == "interrupted" for run in result.runs):

@@ -11,15 +11,13 @@ its own run directories, so it never touches another batch's runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-Key = tuple[int, str, int]  # a counted layer: (run index in the batch, layer name, epoch)
 
 FINISHED = ("complete", "diverged")  # a run with either status is never trained again
 WRITERS = 1  # threads writing a batch's run files while its runs are measured (0: none)
@@ -76,7 +74,7 @@ def summarize(run) -> dict[str, Any]:
     return summarize_many([run])[0]
 
 
-def summarize_many(runs: Sequence[Any], counted: Mapping[Key, int] | None = None) -> list[dict[str, Any]]:
+def summarize_many(runs: Sequence[Any]) -> list[dict[str, Any]]:
     """The table rows of trained runs (see docs/sweeps.md for the columns), one per run.
 
     Line counts: ``count_orientations(w, band=False).n_lines`` (default knobs, no band;
@@ -84,22 +82,12 @@ def summarize_many(runs: Sequence[Any], counted: Mapping[Key, int] | None = None
     of one shape at once) on each hidden layer's input weights (m, q) at the last snapshot
     inside the initial stage (``layerK_lines``, the epoch in ``lines_epoch``) and at the last
     snapshot (``layerK_lines_final``). Relative change: ||W(T) - W(0)||_F / ||W(0)||_F per
-    layer, T the last snapshot. `counted`: counts already made, {(run index, layer, epoch):
-    count} (``CountAhead``, while the batch trained): those layers are not counted again.
+    layer, T the last snapshot.
     """
     from ..analysis import default_epoch
 
     rows: list[dict[str, Any]] = []
     wanted: list[tuple[int, str, np.ndarray]] = []  # (row, column, layer) to count
-    counted = counted or {}
-
-    def uncounted(i: int, column: str, name: str, epoch: int) -> bool:
-        """Whether run i's layer at `epoch` is still to count (else its count goes in now)."""
-        if (i, name, epoch) not in counted:
-            return True
-        rows[i][column] = counted[(i, name, epoch)]
-        return False
-
     for i, run in enumerate(runs):
         last = int(run.meta.get("last_epoch", len(run.loss) - 1))
         loss = float(run.loss[min(last, len(run.loss) - 1)])
@@ -110,18 +98,16 @@ def summarize_many(runs: Sequence[Any], counted: Mapping[Key, int] | None = None
             "lines_epoch": default_epoch(run),
             "final_snapshot": int(run.epochs[-1]),
         }
-        rows.append(row)
         for name, w in run.weights.items():
             if name.startswith("layer"):
                 row[f"{name}_lines"] = row[f"{name}_lines_final"] = None  # the columns' order
-                if uncounted(i, f"{name}_lines_final", name, row["final_snapshot"]):
-                    wanted.append((i, f"{name}_lines_final", w[-1]))
-                epoch = row["lines_epoch"]
-                if epoch != row["final_snapshot"] and uncounted(i, f"{name}_lines", name, epoch):
-                    wanted.append((i, f"{name}_lines", run.layer(name, epoch)))
+                wanted.append((i, f"{name}_lines_final", w[-1]))
+                if row["lines_epoch"] != row["final_snapshot"]:
+                    wanted.append((i, f"{name}_lines", run.layer(name, row["lines_epoch"])))
         for name, w in run.weights.items():
             start = float(np.linalg.norm(w[0]))
             row[f"{name}_rel_change"] = float(np.linalg.norm(w[-1] - w[0])) / start if start > 0 else None
+        rows.append(row)
     for (i, column, _), count in zip(wanted, _counts([w for _, _, w in wanted]), strict=True):
         rows[i][column] = count
     for row in rows:  # a run that never left the initial stage: one count serves both columns
@@ -140,29 +126,15 @@ def _counts(layers: list[np.ndarray]) -> list[int]:
     return count_lines_many(layers, threads=torch.get_num_threads())
 
 
-def count_ahead(batch: Batch) -> Any:
-    """The fast path of the summary's line counts (``_accel/_count_ahead.py``: it counts the
-    initial-stage layers while the batch trains), or None: all are counted after training."""
-    from .._accel import find
-
-    return find("sweep summary", type(batch), batch)
-
-
-def train_part(batch: Batch, progress: Any = False, ahead: Any = None):
-    """Train a batch's runs with condlab.train (one batched computation) -> RunResult; `ahead`
-    (``count_ahead``) sees its snapshots as they are taken."""
+def train_part(batch: Batch, progress: Any = False):
+    """Train a batch's runs with condlab.train (one batched computation) -> RunResult."""
     if batch.task:
         return _task(batch.task).train_part(batch, progress)
     from ..records import RunSpec
     from ..training import Config, train
 
     specs = [RunSpec(**fields) for _, fields in batch.runs]
-    try:
-        return train(Config.from_dict(batch.config), runs=specs, progress=progress,
-                     on_snapshot=ahead.on_snapshot if ahead is not None else None)
-    finally:
-        if ahead is not None:
-            ahead.close()
+    return train(Config.from_dict(batch.config), runs=specs, progress=progress)
 
 
 @dataclass
@@ -205,8 +177,7 @@ def discard_part(batch: Batch, runs_dir: str) -> None:
 
 
 def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
-               prepared: Prepared | None = None, where: dict[str, Any] | None = None,
-               ahead: Any = None) -> BatchDone:
+               prepared: Prepared | None = None, where: dict[str, Any] | None = None) -> BatchDone:
     """Measure each run of a trained batch and write it to runs_dir/<hash>.
 
     A writer thread writes every file of the runs but meta.json (``write_bodies``) while this
@@ -217,8 +188,7 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
     directories. ``workers=0`` writes in the calling thread
     (for profiling: cProfile sees one thread). `prepared`: what ``prepare_part`` made in the
     run directories (an interrupted batch removes it). `where`: the host and Ray node that
-    trained the batch (``trained_here``), kept in each meta.json and table row. `ahead`: what
-    counted layers while the batch trained (the one ``train_part`` was given).
+    trained the batch (``trained_here``), kept in each meta.json and table row.
     """
     from ..records import commit_runs, meta_bytes, write_bodies
 
@@ -233,7 +203,7 @@ def write_part(batch: Batch, result, runs_dir: str, workers: int = WRITERS,
     with ThreadPoolExecutor(max_workers=1) as pool:
         files, known = (None, None) if prepared is None else (prepared.files, prepared.known)
         bodies = (pool.submit if workers > 0 else _now)(_bodies_then_flush, runs, paths, files, take, known)
-        summaries = summarize_many(runs, ahead.results() if ahead is not None else None)
+        summaries = summarize_many(runs)
         rows: dict[str, dict[str, Any]] = {}
         where = trained_here() if where is None else where
         for (h, _), run, row in zip(batch.runs, runs, summaries, strict=True):
@@ -274,8 +244,7 @@ def _task(name: str):
 def run_batch(batch: Batch, runs_dir: str, progress: Any = False,
               where: dict[str, Any] | None = None) -> BatchDone:
     """Train a batch, write each finished run to runs_dir/<hash> (what one Ray task does)."""
-    ahead = count_ahead(batch)
-    return write_part(batch, train_part(batch, progress, ahead), runs_dir, where=where, ahead=ahead)
+    return write_part(batch, train_part(batch, progress), runs_dir, where=where)
 
 
 def finished_row(run_dir: Path, damaged: dict[str, str] | None = None) -> dict[str, Any] | None:

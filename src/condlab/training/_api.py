@@ -38,7 +38,7 @@ from ._data import make_dataset
 from ._dropout import Dropout
 from ._models import Architecture, BatchedNet, init_weights
 from ._optim import Optimizer
-from ._trainer import BatchOutcome, OnSnapshot, initial_stage_end, make_optimizer, train_batch
+from ._trainer import BatchOutcome, initial_stage_end, make_optimizer, train_batch
 
 
 def resolve_device(name: str) -> torch.device:
@@ -103,7 +103,6 @@ def train(
     progress: Any = None,
     runs: list[RunSpec] | None = None,
     overwrite: bool = False,
-    on_snapshot: OnSnapshot | None = None,
 ) -> RunResult:
     """Train every run of `config` as one batched computation; write run directories to `out`.
 
@@ -119,9 +118,6 @@ def train(
     whose directory names and checkpoint stand for every combination): how a sweep batches.
     An `out` that already holds files is refused (as ``condlab train --out`` does), unless
     `overwrite` (then the run folders of an earlier batch there are replaced or removed).
-    `on_snapshot(epoch, weights, loss)` is called on the training thread after each snapshot is
-    recorded, with the live weight tensors [layer] -> (R, rows, cols) (copy what you keep) and
-    the loss so far (epoch + 1, R): how a sweep counts lines while its batch still trains.
     """
     from .._outputs import check_fresh_out, remove_stale_runs
 
@@ -131,7 +127,7 @@ def train(
                          "leave out `out` and write each run with write_run")
     if out is not None:  # before any training, not after it; never over results already there
         check_fresh_out(Path(out), overwrite, api=True)
-    result = _run_batch(cfg, Path(out) if out is not None else None, progress, None, runs, on_snapshot)
+    result = _run_batch(cfg, Path(out) if out is not None else None, progress, None, runs)
     if out is not None and overwrite:
         remove_stale_runs(Path(out), {run.path.name for run in result.runs})
     return result
@@ -216,7 +212,7 @@ def _with_run_count(cfg: Config, runs: int) -> Config:
 
 
 def _run_batch(cfg: Config, out: Path | None, progress: Any, saved: dict | None,
-               runs: list[RunSpec] | None = None, on_snapshot: OnSnapshot | None = None) -> RunResult:
+               runs: list[RunSpec] | None = None) -> RunResult:
     t, b = cfg.train, _build(cfg, runs)
     outer = progress if hasattr(progress, "update") else None  # a sweep's bar counts our epochs
     recorder = SnapshotRecorder(snapshot_epochs(t.snapshots, t.epochs), t.epochs,
@@ -241,7 +237,7 @@ def _run_batch(cfg: Config, out: Path | None, progress: Any, saved: dict | None,
             b.net, b.x, b.y, b.specs, optimizer=b.opt, epochs=t.epochs, dropout=b.dropout, state=state,
             snapshot_at=snapshot_epochs(t.snapshots, t.epochs), eps=t.eps, progress=outer or bar,
             checkpoint=save if out is not None else None, checkpoint_seconds=t.checkpoint_seconds,
-            should_stop=stop, recorder=recorder, on_snapshot=on_snapshot,
+            should_stop=stop, recorder=recorder,
         )
     seconds = before + time.perf_counter() - start
     common = {"batch_runs": len(b.specs), "device": str(b.net.flat.device), "dtype": t.dtype,

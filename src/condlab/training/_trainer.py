@@ -120,9 +120,6 @@ class LoopState:
 
 
 Checkpoint = Callable[[LoopState, Optimizer, "Dropout | None"], None]
-# on_snapshot(epoch, weights, loss): after each snapshot, on the training thread; the live
-# weight tensors [layer] -> (R, rows, cols) (copy what is kept) and the loss rows (epoch + 1, R)
-OnSnapshot = Callable[[int, list[torch.Tensor], torch.Tensor], None]
 
 
 def train_batch(
@@ -145,7 +142,6 @@ def train_batch(
     should_stop: Callable[[], bool] | None = None,
     progress=None,
     recorder: SnapshotRecorder | None = None,
-    on_snapshot: OnSnapshot | None = None,
 ) -> BatchOutcome:
     """Train every run of `net` for `epochs` full-batch steps; x (n, d), y (n, d_out).
 
@@ -158,7 +154,7 @@ def train_batch(
     dropped); a KeyboardInterrupt ends the batch and returns what was recorded.
     `recorder` assembles the record's snapshots (default: every layer in full); each snapshot
     goes into it when taken, so thinned snapshots are thin in memory too (not with `state`,
-    which holds its own recorder). `on_snapshot` is called after each snapshot (``OnSnapshot``).
+    which holds its own recorder).
     """
     runs, fresh = net.runs, state is None
     # materialized once: the data never change, and bmm is fastest on contiguous batches
@@ -181,8 +177,6 @@ def train_batch(
             _loss_and_grad(net, xb, yb, dropout, state.loss, epoch)
             if epoch in wanted:
                 state.recorder.take(epoch, net.weights)  # copied (thinned) into the record now
-                if on_snapshot is not None:
-                    on_snapshot(epoch, net.weights, state.loss[: epoch + 1])
             if epoch == 0 and opt.scale_free:
                 check_adam_eps(torch.cat([g.flatten(1) for g in net.grads], 1), eps, specs)
             if epoch % DIVERGENCE_CHECK_EVERY == 0 or epoch == epochs:
