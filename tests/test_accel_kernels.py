@@ -71,9 +71,14 @@ def test_both_tanh_kernels_leave_the_source_and_agree_within_rounding():
 def test_the_one_layer_step_uses_the_chosen_tanh_and_splits_with_either(fresh, which, monkeypatch,
                                                                        accelerated):
     fresh.update(reference=1.0 if which == "reference" else 9.0)
-    calls = []
-    counted = {"reference": _kernels.TANH.reference, "fast": _kernels.TANH.fast,
-               which: lambda s, o: calls.append(s.shape) or np.tanh(s, out=o)}
+    calls, torch_threads = [], set()
+
+    def kernel(s, o):   # torch's own thread count where the kernel runs (its OpenMP team)
+        calls.append(s.shape)
+        torch_threads.add(torch.get_num_threads())
+        return np.tanh(s, out=o)
+
+    counted = {"reference": _kernels.TANH.reference, "fast": _kernels.TANH.fast, which: kernel}
     tanh = _kernels.Kernel("tanh", counted["reference"], counted["fast"], "numpy")
     monkeypatch.setattr(_kernels, "TANH", tanh)
     monkeypatch.setattr(_cpu_step, "STEP_PARALLEL_MIN", 1)
@@ -83,13 +88,13 @@ def test_the_one_layer_step_uses_the_chosen_tanh_and_splits_with_either(fresh, w
     torch.set_num_threads(2)
     try:
         condlab.train(cfg, progress=False)
+        after = torch.get_num_threads()
     finally:
         torch.set_num_threads(before)
-    assert calls
-    if which == "fast":   # numpy's: one call per part (4 runs: 2 + 2)
-        assert {shape[0] for shape in calls} == {2}
-    else:   # torch's, from the pool's threads: flat blocks torch computes on the calling thread
-        assert all(len(shape) == 1 and shape[0] <= _cpu_step.TORCH_GRAIN for shape in calls)
+    # one call per part (4 runs: 2 + 2), each part with one torch thread (an OpenMP team of
+    # its own would spin on the core the other part needs); the caller's count is restored
+    assert calls and {shape[0] for shape in calls} == {2}
+    assert torch_threads == {1} and after == 2
 
 
 def test_condlab_tanh_fixes_the_choice_in_every_process(fresh, monkeypatch):

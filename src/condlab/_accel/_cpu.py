@@ -12,7 +12,12 @@ agree with the reference within rounding, not bit for bit (tests/test_accel_pari
 
 With ``torch.get_num_threads() > 1`` a step splits its work over that many threads of one
 persistent pool (``in_parallel``; numpy's ufuncs and BLAS calls and numba's nogil kernels
-release the GIL). On a machine with more busy threads than cores a hand-off to the pool waits
+release the GIL). Each part's torch calls run on its own thread, one torch thread each (torch's
+thread count is per thread: the pool's threads are set to 1 when made, the caller's for its part):
+torch 2.13's CPU tanh opens an OpenMP team from ~128 elements on, whose worker then spins on
+the core that the pool's other part needs (measured: tanh on 1,024 float32 values at 2 torch
+threads, 1.8-1.95 s of CPU per second of wall; cut into blocks, as the step did before, the
+same). On a machine with more busy threads than cores a hand-off to the pool waits
 for a core: at load ~8 on 2 cores a two-thread step took longer than a one-thread step (so did
 torch's own two-thread operations); ``torch.set_num_threads(1)`` or ``OMP_NUM_THREADS=1`` avoids
 both.
@@ -56,14 +61,23 @@ def split_ranges(size: int, parts: int) -> list[slice]:
 
 
 def in_parallel(tasks: list[Callable[[], object]]) -> None:
-    """Run the tasks on the pool, the first on the calling thread; return when all are done."""
+    """Run the tasks on the pool, the first on the calling thread; return when all are done.
+    Every task's torch calls run on its own thread (one torch thread each)."""
     pool = _get_pool(len(tasks) - 1)
     futures = [pool.submit(task) for task in tasks[1:]]
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)   # this thread's own count (an OpenMP setting of the calling thread)
     try:
         tasks[0]()
     finally:
+        torch.set_num_threads(before)
         for future in futures:
             future.result()
+
+
+def _one_torch_thread() -> None:
+    """A pool thread's torch calls run on it, with no OpenMP team of their own."""
+    torch.set_num_threads(1)
 
 
 def _get_pool(workers: int) -> ThreadPoolExecutor:
@@ -73,6 +87,7 @@ def _get_pool(workers: int) -> ThreadPoolExecutor:
         if _pool is None or _pool_key[0] < workers or _pool_key[1] != os.getpid():
             if _pool is not None and _pool_key[1] == os.getpid():
                 _pool.shutdown(wait=True)
-            _pool = ThreadPoolExecutor(workers, thread_name_prefix="condlab-cpu")
+            _pool = ThreadPoolExecutor(workers, thread_name_prefix="condlab-cpu",
+                                       initializer=_one_torch_thread)
             _pool_key = (workers, os.getpid())
         return _pool

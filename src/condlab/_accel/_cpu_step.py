@@ -30,10 +30,9 @@ How the Fig. 3 step (R = 64, n = 80, m = 50; float64: ~40 % np.tanh) is laid out
   with q = 0 take the same calls as without dropout, so they train bit for bit as alone.
 * tanh is numpy's or torch's (on a torch view of the same buffer), whichever measures faster
   on this CPU, once per process and dtype (``_kernels``: torch's unless numpy's is 1.3x faster;
-  numpy's float64 tanh is fast only with AVX-512). In a step split over the pool (below) torch's
-  is called in blocks of at most TORCH_GRAIN elements, which torch computes on the calling
-  thread (whole, it would start an OpenMP team from each pool thread); blocks give the same
-  bits, so the choice of kernel never depends on the thread count.
+  numpy's float64 tanh is fast only with AVX-512). In a step split over the pool (below) each
+  part calls it with one torch thread (``_cpu.in_parallel``): an OpenMP team of its own would
+  spin on the core the other part needs. Its bits do not depend on the thread count.
 * With ``torch.get_num_threads() > 1`` and enough work (``STEP_PARALLEL_MIN`` tanh evaluations
   per thread, float64 counting ``F64_COST`` times float32: the Fig. 3 step in float64, not in
   float32), the runs are cut into contiguous ranges and each thread of condlab's pool makes the
@@ -66,21 +65,6 @@ if TYPE_CHECKING:
 STEP_PARALLEL_MIN = 1 << 18
 F64_COST = 4
 Masks = tuple[np.ndarray, list[bool]] | None   # dropout masks (R, n, m), whether each run drops
-TORCH_GRAIN = 32768   # torch makes an elementwise op of at most this many elements on the calling
-#                       thread (at::internal::GRAIN_SIZE): no OpenMP team of its own
-
-
-def _on_this_thread(kernel):
-    """`kernel` (source, out) applied to contiguous buffers in blocks of at most TORCH_GRAIN elements.
-    An elementwise kernel gives the same bits in blocks as whole (torch's tanh: tested), so a split
-    step computes what the whole step computes."""
-    def apply(source: np.ndarray, out: np.ndarray) -> None:
-        flat_in, flat_out = source.reshape(-1), out.reshape(-1)
-        if not (np.shares_memory(flat_in, source) and np.shares_memory(flat_out, out)):
-            raise ValueError("_on_this_thread needs contiguous buffers (a reshape copied one)")
-        for a in range(0, flat_in.size, TORCH_GRAIN):
-            kernel(flat_in[a:a + TORCH_GRAIN], flat_out[a:a + TORCH_GRAIN])
-    return apply
 
 
 def _dropping(drops: list[bool], part: slice) -> list[slice]:
@@ -160,7 +144,7 @@ class OneLayerStep:
         self.most_threads = max(1, min(runs, work)) if self.tanh else 1
         self._parts: dict[int, list[_Part]] = {}
         self.tanh_by: str | None = None   # "fast" (numpy's) or "reference" (torch's): _kernels
-        self._tanh = self._tanh_split = self._tanh_now = None   # set by _choose_tanh (tanh only)
+        self._tanh = None   # set by _choose_tanh (tanh only)
 
     @classmethod
     def make(cls, net: BatchedNet, x_aug: torch.Tensor, y: torch.Tensor,
@@ -201,10 +185,8 @@ class OneLayerStep:
         if self.tanh and self.tanh_by is None:
             self._choose_tanh()
         if threads <= 1:
-            self._tanh_now = self._tanh
             self._run(self.parts(1)[0], masks, loss)
         else:   # only with tanh: the activation's torch pass stays on this thread
-            self._tanh_now = self._tanh_split
             _cpu.in_parallel([lambda p=part: self._run(p, masks, loss) for part in self.parts(threads)])
         return torch.from_numpy(loss)
 
@@ -212,9 +194,6 @@ class OneLayerStep:
         """numpy's or torch's tanh, whichever measures faster on this CPU (``_kernels``)."""
         self.tanh_by = _kernels.choose(_kernels.TANH, self.h.dtype)
         self._tanh = getattr(_kernels.TANH, self.tanh_by)
-        # from a pool thread, torch's tanh would start an OpenMP team of its own: in blocks of at
-        # most TORCH_GRAIN elements torch computes each on the calling thread
-        self._tanh_split = _on_this_thread(self._tanh) if self.tanh_by == "reference" else self._tanh
 
     def _hidden_input(self, part: _Part) -> None:
         """z^T = W (x, 1)^T, into h's buffer with tanh (taken in place there), else into z's."""
@@ -236,7 +215,7 @@ class OneLayerStep:
             # So a run with q = 0 computes the same with or without dropout in its batch.
             square = self.tanh and self.fold
             if self.tanh and masks is None:   # one buffer: z, then h, then s (fewer bytes moved)
-                self._tanh_now(part.h, part.h)
+                self._tanh(part.h, part.h)
                 delta = self._output(part, loss)
                 np.multiply(part.h, part.h, out=part.h)
                 if not square:
@@ -244,7 +223,7 @@ class OneLayerStep:
                 self._weight_grad(part, delta, part.h, square, [])
                 return
             if self.tanh:
-                self._tanh_now(part.h, part.h)
+                self._tanh(part.h, part.h)
                 np.multiply(part.h, part.h, out=part.s)
                 for runs in _dropping(masks[1], part.runs) if square else [slice(None)]:
                     np.subtract(1, part.s[runs], out=part.s[runs])                 # s = 1 - h^2
