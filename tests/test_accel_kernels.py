@@ -97,6 +97,32 @@ def test_the_one_layer_step_uses_the_chosen_tanh_and_splits_with_either(fresh, w
     assert torch_threads == {1} and after == 2
 
 
+def test_a_step_too_small_to_split_calls_torch_with_one_thread(fresh, monkeypatch, accelerated):
+    # claim: at 2 torch threads an unsplit step (4 runs of 10 x 8: far below STEP_PARALLEL_MIN)
+    # runs its tanh with one torch thread (torch's would open an OpenMP team whose worker spins
+    # on the other core), whole, and hands the caller its thread count back
+    fresh.update(reference=1.0)
+    calls, torch_threads = [], set()
+
+    def kernel(s, o):
+        calls.append(s.shape)
+        torch_threads.add(torch.get_num_threads())
+        return np.tanh(s, out=o)
+
+    monkeypatch.setattr(_kernels, "TANH", _kernels.Kernel("tanh", kernel, _kernels.TANH.fast, "numpy"))
+    cfg = condlab.preset("fig3").with_overrides(["train.epochs=2", "train.seeds=[0,1,2,3]",
+                                                  "model.width=8", "data.n=10"])
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        condlab.train(cfg, progress=False)
+        after = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    assert calls and {shape[0] for shape in calls} == {4}
+    assert torch_threads == {1} and after == 2
+
+
 def test_condlab_tanh_fixes_the_choice_in_every_process(fresh, monkeypatch):
     # a machine where the two measure near the bar may choose differently in two processes
     # (a run resumed elsewhere then differs in the last bits): the variable fixes it

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -65,14 +66,26 @@ def in_parallel(tasks: list[Callable[[], object]]) -> None:
     Every task's torch calls run on its own thread (one torch thread each)."""
     pool = _get_pool(len(tasks) - 1)
     futures = [pool.submit(task) for task in tasks[1:]]
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)   # this thread's own count (an OpenMP setting of the calling thread)
     try:
-        tasks[0]()
+        with one_torch_thread():
+            tasks[0]()
     finally:
-        torch.set_num_threads(before)
         for future in futures:
             future.result()
+
+
+@contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Inside the block this thread's torch calls run on it, with no OpenMP team (torch's thread
+    count is an OpenMP setting of the calling thread: other threads keep theirs)."""
+    before = torch.get_num_threads()
+    if before > 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if before > 1:
+            torch.set_num_threads(before)
 
 
 def _one_torch_thread() -> None:
