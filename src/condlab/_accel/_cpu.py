@@ -78,7 +78,7 @@ def in_parallel(tasks: list[Callable[[], object]]) -> None:
 def one_torch_thread() -> Iterator[None]:
     """Inside the block this thread's torch calls run on it, with no OpenMP team (torch's thread
     count is an OpenMP setting of the calling thread: other threads keep theirs)."""
-    before = torch.get_num_threads()
+    before = torch.get_num_threads()   # (also this thread's first torch call, if it is one)
     if before > 1:
         torch.set_num_threads(1)
     try:
@@ -90,6 +90,9 @@ def one_torch_thread() -> Iterator[None]:
 
 def _one_torch_thread() -> None:
     """A pool thread's torch calls run on it, with no OpenMP team of their own."""
+    # torch sets a thread's count from the last one set anywhere at the thread's first torch
+    # call: made first here, so that it does not later undo the 1 set next
+    torch.get_num_threads()
     torch.set_num_threads(1)
 
 
