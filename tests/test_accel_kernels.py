@@ -67,10 +67,10 @@ def test_both_tanh_kernels_leave_the_source_and_agree_within_rounding():
     np.testing.assert_allclose(ref, fast, rtol=4e-16, atol=0)
 
 
-@pytest.mark.parametrize("which", ["reference", "fast"])
-def test_the_one_layer_step_uses_the_chosen_tanh_and_splits_with_either(fresh, which, monkeypatch,
-                                                                       accelerated):
-    fresh.update(reference=1.0 if which == "reference" else 9.0)
+def _train_at_two_threads(which: str, monkeypatch) -> tuple[list, set, int]:
+    """A small Fig. 3 batch (4 runs of 10 x 8) trained at 2 torch threads with the tanh kernel
+    `which` counted: (the shapes it was called on, the torch thread counts it ran with, the
+    caller's count after training)."""
     calls, torch_threads = [], set()
 
     def kernel(s, o):   # torch's own thread count where the kernel runs (its OpenMP team)
@@ -81,44 +81,36 @@ def test_the_one_layer_step_uses_the_chosen_tanh_and_splits_with_either(fresh, w
     counted = {"reference": _kernels.TANH.reference, "fast": _kernels.TANH.fast, which: kernel}
     tanh = _kernels.Kernel("tanh", counted["reference"], counted["fast"], "numpy")
     monkeypatch.setattr(_kernels, "TANH", tanh)
-    monkeypatch.setattr(_cpu_step, "STEP_PARALLEL_MIN", 1)
     cfg = condlab.preset("fig3").with_overrides(["train.epochs=2", "train.seeds=[0,1,2,3]",
                                                   "model.width=8", "data.n=10"])
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
         condlab.train(cfg, progress=False)
-        after = torch.get_num_threads()
+        return calls, torch_threads, torch.get_num_threads()
     finally:
         torch.set_num_threads(before)
-    # one call per part (4 runs: 2 + 2), each part with one torch thread (an OpenMP team of
-    # its own would spin on the core the other part needs); the caller's count is restored
+
+
+@pytest.mark.parametrize("which", ["reference", "fast"])
+def test_the_one_layer_step_uses_the_chosen_tanh_and_splits_with_either(fresh, which, monkeypatch,
+                                                                       accelerated):
+    # claim: split over the pool, each part (4 runs: 2 + 2) calls the chosen kernel with one torch
+    # thread (an OpenMP team of its own would spin on the core the other part needs), and the
+    # caller gets its thread count back
+    fresh.update(reference=1.0 if which == "reference" else 9.0)
+    monkeypatch.setattr(_cpu_step, "STEP_PARALLEL_MIN", 1)
+    calls, torch_threads, after = _train_at_two_threads(which, monkeypatch)
     assert calls and {shape[0] for shape in calls} == {2}
     assert torch_threads == {1} and after == 2
 
 
 def test_a_step_too_small_to_split_calls_torch_with_one_thread(fresh, monkeypatch, accelerated):
-    # claim: at 2 torch threads an unsplit step (4 runs of 10 x 8: far below STEP_PARALLEL_MIN)
-    # runs its tanh with one torch thread (torch's would open an OpenMP team whose worker spins
-    # on the other core), whole, and hands the caller its thread count back
+    # claim: at 2 torch threads an unsplit step (far below STEP_PARALLEL_MIN) runs its tanh whole
+    # with one torch thread (torch's would open an OpenMP team whose worker spins on the other
+    # core), and hands the caller its thread count back
     fresh.update(reference=1.0)
-    calls, torch_threads = [], set()
-
-    def kernel(s, o):
-        calls.append(s.shape)
-        torch_threads.add(torch.get_num_threads())
-        return np.tanh(s, out=o)
-
-    monkeypatch.setattr(_kernels, "TANH", _kernels.Kernel("tanh", kernel, _kernels.TANH.fast, "numpy"))
-    cfg = condlab.preset("fig3").with_overrides(["train.epochs=2", "train.seeds=[0,1,2,3]",
-                                                  "model.width=8", "data.n=10"])
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        condlab.train(cfg, progress=False)
-        after = torch.get_num_threads()
-    finally:
-        torch.set_num_threads(before)
+    calls, torch_threads, after = _train_at_two_threads("reference", monkeypatch)
     assert calls and {shape[0] for shape in calls} == {4}
     assert torch_threads == {1} and after == 2
 
