@@ -105,16 +105,6 @@ def test_the_one_layer_step_uses_the_chosen_tanh_and_splits_with_either(fresh, w
     assert torch_threads == {1} and after == 2
 
 
-def test_a_step_too_small_to_split_calls_torch_with_one_thread(fresh, monkeypatch, accelerated):
-    # claim: at 2 torch threads an unsplit step (far below STEP_PARALLEL_MIN) runs its tanh whole
-    # with one torch thread (torch's would open an OpenMP team whose worker spins on the other
-    # core), and hands the caller its thread count back
-    fresh.update(reference=1.0)
-    calls, torch_threads, after = _train_at_two_threads("reference", monkeypatch)
-    assert calls and {shape[0] for shape in calls} == {4}
-    assert torch_threads == {1} and after == 2
-
-
 def test_condlab_tanh_fixes_the_choice_in_every_process(fresh, monkeypatch):
     # a machine where the two measure near the bar may choose differently in two processes
     # (a run resumed elsewhere then differs in the last bits): the variable fixes it

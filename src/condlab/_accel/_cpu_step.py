@@ -30,11 +30,11 @@ How the Fig. 3 step (R = 64, n = 80, m = 50; float64: ~40 % np.tanh) is laid out
   with q = 0 take the same calls as without dropout, so they train bit for bit as alone.
 * tanh is numpy's or torch's (on a torch view of the same buffer), whichever measures faster
   on this CPU, once per process and dtype (``_kernels``: torch's unless numpy's is 1.3x faster;
-  numpy's float64 tanh is fast only with AVX-512). It is called with one torch thread
-  (``_cpu.one_torch_thread``), in a step split over the pool (below) from each part: torch 2.13's
-  tanh opens an OpenMP team from ~128 elements on, whose worker then spins on a core another
-  part needs, or that a step too small to split leaves to the rest of the process (the sweep's
-  writer). Its bits do not depend on the thread count.
+  numpy's float64 tanh is fast only with AVX-512). In a step split over the pool (below) each
+  part calls it with one torch thread (``_cpu.in_parallel``): torch 2.13's tanh opens an OpenMP
+  team from ~128 elements on, whose worker would spin on the core another part needs. A step
+  too small to split calls it with torch's own threads. Its bits do not depend on the thread
+  count.
 * With ``torch.get_num_threads() > 1`` and enough work (``STEP_PARALLEL_MIN`` tanh evaluations
   per thread, float64 counting ``F64_COST`` times float32: the Fig. 3 step in float64, not in
   float32), the runs are cut into contiguous ranges and each thread of condlab's pool makes the
@@ -186,9 +186,8 @@ class OneLayerStep:
         threads = min(torch.get_num_threads(), self.most_threads) if dropout is None else 1
         if self.tanh and self.tanh_by is None:
             self._choose_tanh()
-        if threads <= 1:   # too little work to split: on this thread, torch's tanh included
-            with _cpu.one_torch_thread():
-                self._run(self.parts(1)[0], masks, loss)
+        if threads <= 1:
+            self._run(self.parts(1)[0], masks, loss)
         else:   # only with tanh: the activation's torch pass stays on this thread
             _cpu.in_parallel([lambda p=part: self._run(p, masks, loss) for part in self.parts(threads)])
         return torch.from_numpy(loss)
