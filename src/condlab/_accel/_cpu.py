@@ -88,7 +88,7 @@ def one_torch_thread() -> Iterator[None]:
             torch.set_num_threads(before)
 
 
-def _one_torch_thread() -> None:
+def _pool_thread_start() -> None:
     """A pool thread's torch calls run on it, with no OpenMP team of their own."""
     # torch sets a thread's count from the last one set anywhere at the thread's first torch
     # call: made first here, so that it does not later undo the 1 set next
@@ -104,6 +104,6 @@ def _get_pool(workers: int) -> ThreadPoolExecutor:
             if _pool is not None and _pool_key[1] == os.getpid():
                 _pool.shutdown(wait=True)
             _pool = ThreadPoolExecutor(workers, thread_name_prefix="condlab-cpu",
-                                       initializer=_one_torch_thread)
+                                       initializer=_pool_thread_start)
             _pool_key = (workers, os.getpid())
         return _pool
