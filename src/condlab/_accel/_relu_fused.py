@@ -21,8 +21,9 @@ changes) once:
   than the same pass summed in order, itself 2.5-3x faster than loops over a run-time n. The sums
   over neurons are added in another order than the reference's: results agree to rounding.
 
-Runs are independent: one kernel call advances one run by up to `chunk` steps (the caller loops,
-so Ctrl-C and progress are served between chunks); runs of a batch go to a thread pool (nogil).
+Runs are independent: one kernel call advances one run by up to `chunk` steps (``ReluStep.train``
+loops, so Ctrl-C and progress are served between chunks); runs of a batch go to a thread pool
+(nogil).
 The kernels are compiled when the step is made (``ReluStep.make``: about a second per number of
 points, once per process), so that a compile failure raises there and the registry switches the
 step off with one warning. Parity: tests/test_accel_parity.py; gain (benchmarks/bench_phase.py):
@@ -33,14 +34,16 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import numba
 import numpy as np
 import torch
 
-from ..phase import TwoLayer
+from ..phase import PhaseRun, TwoLayer
 from ._registry import FastPath, register
 
 MAX_POINTS = 6  # patterns present kept as the bits of an int64; more points: the reference step
@@ -166,13 +169,12 @@ def kernels(n: int) -> tuple:
 
 @dataclass(frozen=True)
 class ReluStep:
-    """The compiled step for n points: ``advance`` (one run by up to `chunk` steps) and the forward
-    sums before the first step; what ``condlab.phase``'s loop calls per run."""
+    """The compiled step for n points: ``advance`` (one run by up to `chunk` steps), the forward
+    sums before the first step, and ``train``, which takes the place of ``condlab.phase``'s loop."""
 
     n: int
     advance: Callable
     _pass: Callable
-    time: int = TIME   # where the state vector holds t
 
     @classmethod
     def make(cls, net: TwoLayer, n: int) -> ReluStep | None:
@@ -197,6 +199,58 @@ class ReluStep:
         pass with eta = 0 (the updates add zeros)."""
         f, s2, r2, present = sums
         present[0] = self._pass(*weights, x, np.zeros(x.shape[0]), 0.0, f, s2, r2)
+
+    def train(self, st: TwoLayer, xt: torch.Tensor, yt: torch.Tensor, tol: float, max_steps: int,
+              progress) -> tuple[list[PhaseRun | None], bool]:
+        """What ``condlab.phase``'s descend() does to the runs of `st` (each run's PhaseRun in input
+        order, None where Ctrl-C stopped it; whether it did), through this step: each run on its own
+        (they are independent) in a pool of torch.get_num_threads() threads; the same result up to
+        rounding."""
+        x, y = xt[:, 0].numpy().copy(), yt.numpy().copy()
+        n_runs, width = st.a.shape
+        results: list[PhaseRun | None] = [None] * n_runs
+        steps = [0] * n_runs
+        stop = threading.Event()
+        chunk = max(1, 20_000_000 // (width * len(x)))  # about 0.05-0.2 s between checks for Ctrl-C
+
+        def one(j: int) -> None:
+            weights = [st.a[j].numpy(), st.w[j, 0].numpy(), st.w[j, 1].numpy(),
+                       st.da[j].numpy(), st.dw[j, 0].numpy(), st.dw[j, 1].numpy()]
+            hist = np.full((max_steps + 1, 2), np.nan)  # per run: a batch of small widths has many runs
+            sums = self.new_sums()
+            self.forward(weights, x, sums)
+            state = np.array([float(st.c[j]), math.inf, 0.0])
+            step, done = 0, False
+            while not done and not stop.is_set():
+                step, done = self.advance(*weights, x, y, float(st.alpha[j]), state, *sums, hist, step,
+                                          max_steps, tol, chunk)
+                steps[j] = step
+            if done:
+                st.time[j] = state[TIME]
+                results[j] = st.record(j, float(hist[step, 0]), step, tol, hist[: step + 1])
+
+        interrupted = False
+        with ThreadPoolExecutor(max(1, min(n_runs, torch.get_num_threads()))) as pool:
+            futures = [pool.submit(one, j) for j in range(n_runs)]
+            shown = 0
+            try:
+                while wait(futures, timeout=0.2)[1]:
+                    shown = _show(progress, max(steps), shown)
+            except KeyboardInterrupt:
+                stop.set()
+                interrupted = True
+            wait(futures)
+        _show(progress, max(steps), shown)
+        for fut in futures:
+            fut.result()  # re-raise a worker's error
+        return results, interrupted
+
+
+def _show(progress, now: int, shown: int) -> int:
+    """Progress in steps of the slowest run, as the reference loop reports it (one update a step)."""
+    if progress is not None and now > shown:
+        progress.update(now - shown)
+    return max(now, shown)
 
 
 register(FastPath("compiled ReLU phase step", "phase step", (TwoLayer,), ReluStep.make,

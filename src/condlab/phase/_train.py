@@ -18,12 +18,9 @@ this loop); CONDLAB_REFERENCE=1 switches it off.
 
 from __future__ import annotations
 
-import math
-import threading
 import time
 from typing import Any
 
-import numpy as np
 import torch
 
 from .._accel import find
@@ -57,11 +54,8 @@ def converge(
     start = time.perf_counter()
     xt, yt, alpha = _inputs(x, y, scales, seeds)
     st = net.start(m, scales, seeds, asi=asi, alpha=alpha, c=c, activation=activation)
-    fast = find("phase step", type(st), st, len(x))
-    if fast is not None:
-        results, interrupted = _train_fused(fast, st, xt, yt, tol, max_steps, progress)
-    else:
-        results, interrupted = descend(st, xt, yt, tol, max_steps, progress)
+    fast = find("phase step", type(st), st, len(x))  # its train() does what descend() does
+    results, interrupted = (descend if fast is None else fast.train)(st, xt, yt, tol, max_steps, progress)
     runs = [r if r is not None else interrupted_run(net.LAYERS) for r in results]
     return PhaseBatch(runs, time.perf_counter() - start, interrupted)
 
@@ -114,55 +108,3 @@ def descend(st: Runs, xt: torch.Tensor, yt: torch.Tensor, tol: float, max_steps:
         return results, True
     return results, False
 
-
-def _train_fused(fast, st: TwoLayer, xt, yt, tol: float, max_steps: int, progress):
-    """converge's loop through a fast path's compiled step (`fast`: advance, new_sums, forward,
-    time): each run on its own (they are independent) in a pool of torch.get_num_threads()
-    threads; same result as descend() over TwoLayer up to rounding."""
-    from concurrent.futures import ThreadPoolExecutor, wait
-
-    x, y = xt[:, 0].numpy().copy(), yt.numpy().copy()
-    n_runs, width = st.a.shape
-    results: list[PhaseRun | None] = [None] * n_runs
-    steps = [0] * n_runs
-    stop = threading.Event()
-    chunk = max(1, 20_000_000 // (width * len(x)))  # about 0.05-0.2 s between checks for Ctrl-C
-
-    def one(j: int) -> None:
-        weights = [st.a[j].numpy(), st.w[j, 0].numpy(), st.w[j, 1].numpy(),
-                   st.da[j].numpy(), st.dw[j, 0].numpy(), st.dw[j, 1].numpy()]
-        hist = np.full((max_steps + 1, 2), np.nan)  # per run: a batch of small widths has many runs
-        sums = fast.new_sums()
-        fast.forward(weights, x, sums)
-        state = np.array([float(st.c[j]), math.inf, 0.0])
-        step, done = 0, False
-        while not done and not stop.is_set():
-            step, done = fast.advance(*weights, x, y, float(st.alpha[j]), state, *sums, hist, step,
-                                 max_steps, tol, chunk)
-            steps[j] = step
-        if done:
-            st.time[j] = state[fast.time]
-            results[j] = st.record(j, float(hist[step, 0]), step, tol, hist[: step + 1])
-
-    interrupted = False
-    with ThreadPoolExecutor(max(1, min(n_runs, torch.get_num_threads()))) as pool:
-        futures = [pool.submit(one, j) for j in range(n_runs)]
-        shown = 0
-        try:
-            while wait(futures, timeout=0.2)[1]:
-                shown = _show(progress, max(steps), shown)
-        except KeyboardInterrupt:
-            stop.set()
-            interrupted = True
-        wait(futures)
-    _show(progress, max(steps), shown)
-    for fut in futures:
-        fut.result()  # re-raise a worker's error
-    return results, interrupted
-
-
-def _show(progress, now: int, shown: int) -> int:
-    """Progress in steps of the slowest run, as the batched loop reports it."""
-    if progress is not None and now > shown:
-        progress.update(now - shown)
-    return max(now, shown)
