@@ -336,7 +336,7 @@ def test_ray_tasks_retry_only_io_errors_that_may_pass(monkeypatch):
 def test_unknown_executor_and_options_of_another_executor_are_one_line_errors():
     from condlab.sweeps import make_executor
 
-    with pytest.raises(ConfigError, match="choose local or ray"):
+    with pytest.raises(ConfigError, match="choose one of local, ray"):
         make_executor("dask")
     with pytest.raises(ConfigError, match="--address is for the ray executor: add --executor ray"):
         make_executor("local", "127.0.0.1:6379")
@@ -417,3 +417,118 @@ def test_a_signal_as_a_batch_ends_stops_the_sweep_after_writing_it(tmp_path, mon
     assert len(finished(tmp_path)) == 4
     again = condlab.sweep(spec, out=tmp_path, progress=False)
     assert (again.trained, again.skipped) == (4, 4)
+
+
+# -- executors of one's own: registered from Python, or an installed package's entry point -------
+
+class _Recording(condlab.Executor):
+    """A user's executor in one class: it trains through the local executor and records each call."""
+
+    name = "recording"
+    calls: list[str] = []  # set afresh by each test (monkeypatch)
+
+    def connect(self) -> None:
+        self.calls.append("connect")
+
+    def check(self, storage, batches) -> None:
+        self.calls.append("check")
+
+    def run(self, batches, storage, bar, on_done) -> None:
+        from condlab.sweeps import LocalExecutor
+
+        self.calls.append(f"run {len(batches)}")
+        LocalExecutor().run(batches, storage, bar, on_done)
+
+    def close(self) -> None:
+        self.calls.append("close")
+
+
+def _installed(monkeypatch, **executors: str) -> None:
+    """Installed packages declare `executors` (name -> "module:Class") in condlab.executors."""
+    import importlib.metadata as metadata
+
+    declared = [metadata.EntryPoint(name, value, "condlab.executors") for name, value in executors.items()]
+    real = metadata.entry_points
+    monkeypatch.setattr(metadata, "entry_points", lambda **select: declared
+                        if select.get("group") == "condlab.executors" else real(**select))
+
+
+def test_a_registered_executor_of_ones_own_trains_the_sweep(tmp_path, monkeypatch):
+    from condlab.sweeps import EXECUTORS
+
+    assert {"Executor", "register_executor"} <= set(condlab.__all__) & set(condlab.sweeps.__all__)
+    monkeypatch.setitem(EXECUTORS, _Recording.name, None)  # the registry is left as it was
+    monkeypatch.setattr(_Recording, "calls", [])
+    assert condlab.register_executor(_Recording) is _Recording
+    spec = dict(TINY, grid={"model.width": [8]}, seeds={"init": 1, "data": [0, 1]})  # 2 batches of 2 runs
+    result = condlab.sweep(spec, out=tmp_path, executor="recording", progress=False)
+    assert (result.trained, result.failed) == (4, 0) and len(finished(tmp_path)) == 4
+    assert _Recording.calls == ["connect", "check", "run 2", "close"]
+
+
+def test_an_installed_executor_is_found_by_name_and_loaded_only_then(monkeypatch):
+    from condlab.sweeps import make_executor
+
+    # "local" is registered, so its broken entry point is never imported; listing imports none
+    _installed(monkeypatch, recording=f"{__name__}:_Recording", local="no_such_package:Executor")
+    assert type(make_executor("local")).__name__ == "LocalExecutor"
+    assert isinstance(make_executor("recording"), _Recording)
+    with pytest.raises(ConfigError, match="executor 'nope' is not accepted: choose one of local, ray, "
+                       "recording \\(or register one: docs/sweeps.md") as err:
+        make_executor("nope")
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="--address is for the ray executor"):  # its options still apply
+        make_executor("recording", "127.0.0.1:6379")
+
+
+@pytest.mark.parametrize("value, message", [
+    ("collections:OrderedDict", r"\(collections:OrderedDict, entry point of condlab.executors\) is not an "
+     "Executor subclass: it must be one, with name = 'mine'"),
+    ("condlab.sweeps._local:LocalExecutor", "is named 'local': its class must have name = 'mine'"),
+    ("no_such_package.executors:Mine", "cannot be loaded: ModuleNotFoundError"),
+])
+def test_an_installed_executor_of_the_wrong_class_is_a_one_line_error(monkeypatch, value, message):
+    from condlab.sweeps import make_executor
+
+    _installed(monkeypatch, mine=value)
+    with pytest.raises(ConfigError, match=f"executor 'mine' .*{message}") as err:
+        make_executor("mine")
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]])
+def test_cli_refuses_an_unknown_executor_in_one_line_and_writes_nothing(tmp_path, capsys, dry_run):
+    from condlab._cli import main
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("base: fig5\nset: {train.epochs: 5, train.snapshots: 'every:5', model.width: 6}\n")
+    out = tmp_path / "out"
+    assert main(["sweep", str(spec), "--out", str(out), "--executor", "nope", "--no-progress", *dry_run]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith("condlab: error: executor 'nope' is not accepted: choose one of local, ray")
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["phase-diagram", "--quick", "--dry-run"],  # its dry run plans without the sweep engine: checked too
+    ["phase-diagram", "--quick"],
+    ["reproduce", "facilitators", "--quick"],
+])
+def test_every_command_with_an_executor_refuses_an_unknown_one_the_same_way(tmp_path, capsys, argv):
+    from condlab._cli import main
+
+    out = tmp_path / "out"
+    assert main([*argv, "--out", str(out), "--executor", "nope", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("condlab: error: executor 'nope' is not accepted: choose one of local, ray")
+    assert len(err.splitlines()) == 1 and not out.exists()
+
+
+def test_reproduce_takes_an_installed_executor_for_its_sweep_based_experiment(monkeypatch):
+    from condlab.reproduce._runner import check_executor
+
+    _installed(monkeypatch, recording=f"{__name__}:_Recording")
+    check_executor("facilitators", "recording", None)  # accepted: facilitators trains through sweeps
+    with pytest.raises(ConfigError, match="--executor recording is not accepted for 'fig3'"):
+        check_executor("fig3", "recording", None)

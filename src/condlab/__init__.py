@@ -16,6 +16,7 @@ Public API (everything else lives in private modules and may change):
     condlab.Tracker(model, every=50, out=DIR)          -> .step(epoch, loss) in your own loop
     condlab.plot(W | model | run, epoch=None)          -> Figure   ordered cosine heat map(s), lines marked
     condlab.sweep(spec, out=DIR)     -> SweepResult   a grid of runs, batched, resumable, local or Ray
+    condlab.register_executor(cls)   -> cls           class decorator: a condlab.Executor subclass for sweeps
     Config (DataConfig, ModelConfig, TrainConfig), ConfigError, Run, RunResult, FCNet,
     TrainingWarning, effective_rank, lightning_callback
 
@@ -54,7 +55,9 @@ _PUBLIC = {
     "Run": ".records",
     "RunResult": ".records",
     "load_run": ".records",
+    "Executor": ".sweeps",
     "SweepResult": ".sweeps",
+    "register_executor": ".sweeps",
     "sweep": ".sweeps",
     "TrainingWarning": ".training",
     "register_architecture": ".training",
@@ -62,11 +65,11 @@ _PUBLIC = {
 }
 
 __all__ = [  # _PUBLIC's names and the version (tests/test_imports.py checks they agree)
-    "Activation", "Config", "ConfigError", "DataConfig", "FCNet", "ModelConfig", "Reduction", "Run",
-    "RunResult", "TrainConfig", "Tracker", "TrainingWarning", "__version__", "effective_rank",
+    "Activation", "Config", "ConfigError", "DataConfig", "Executor", "FCNet", "ModelConfig", "Reduction",
+    "Run", "RunResult", "TrainConfig", "Tracker", "TrainingWarning", "__version__", "effective_rank",
     "get_activation", "inspect", "lightning_callback", "load_run", "plot", "preset", "reduce",
-    "register_activation", "register_architecture", "register_optimizer", "resume", "SweepResult", "sweep",
-    "train",
+    "register_activation", "register_architecture", "register_executor", "register_optimizer", "resume",
+    "SweepResult", "sweep", "train",
 ]
 
 if TYPE_CHECKING:  # static tools see the names; at run time __getattr__ imports them on use
@@ -74,7 +77,7 @@ if TYPE_CHECKING:  # static tools see the names; at run time __getattr__ imports
     from .analysis import Reduction, effective_rank, reduce
     from .models import Tracker, inspect, lightning_callback, plot
     from .records import Run, RunResult, load_run
-    from .sweeps import SweepResult, sweep
+    from .sweeps import Executor, SweepResult, register_executor, sweep
     from .training import (
         Config,
         ConfigError,

@@ -206,9 +206,10 @@ def _add_reproduce(sub) -> None:
                    help="replace the experiments' folders already in --out")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     p.add_argument("--data-dir", help="directory with MNIST / CIFAR files (else $CONDLAB_DATA)")
-    p.add_argument("--executor", choices=["local", "ray"], default="local",
-                   help="where the sweep-based experiment (facilitators) trains: in this process "
-                   "(default) or on a Ray cluster (--address); refused for the others")
+    p.add_argument("--executor", default="local", metavar="NAME",
+                   help="where the sweep-based experiment (facilitators) trains, by the executor registry's "
+                   "name: local (default: in this process), ray (a Ray cluster, --address), or an executor "
+                   "an installed package registers; refused for the others")
     p.add_argument("--address", help="the Ray head HOST:PORT for --executor ray (default: a local cluster)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the verdict rows as JSON instead of the table")
@@ -236,8 +237,10 @@ def _add_sweep(sub) -> None:
     p.add_argument("--out", help="output folder, or an object store URI (s3://bucket/prefix, gs://..., "
                    "file://...) (default: runs/sweep-NAME); reused to resume the same spec; another "
                    "spec's sweep there is refused without --overwrite")
-    p.add_argument("--executor", default="local", choices=["local", "ray"],
-                   help="local: batches in this process (default); ray: one Ray task per batch")
+    p.add_argument("--executor", default="local", metavar="NAME",
+                   help="where the batches train, by the executor registry's name: local (default: in this "
+                   "process), ray (one Ray task per batch), or an executor an installed package registers "
+                   "(docs/sweeps.md, \"Your own executor\")")
     p.add_argument("--address", help="Ray cluster address, e.g. 127.0.0.1:6379 (default: a local Ray)")
     p.add_argument("--cpus-per-batch", type=int, metavar="N",
                    help="Ray: CPUs (and torch threads) per batch (default: one per 10^6 multiply-adds "
@@ -279,7 +282,9 @@ def _add_phase_diagram(sub) -> None:
                    help="replace the regimes, claims and figures of a diagram of another spec in --out")
     p.add_argument("--yes", action="store_true", help="train a diagram of more than 100,000 runs")
     p.add_argument("--dry-run", action="store_true", help="plan and count runs; write and train nothing")
-    p.add_argument("--executor", default="local", choices=["local", "ray"])
+    p.add_argument("--executor", default="local", metavar="NAME",
+                   help="where the batches train, by the executor registry's name: local (default), ray, "
+                   "or an executor an installed package registers")
     p.add_argument("--address", help="Ray cluster address (default: a local Ray)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true",

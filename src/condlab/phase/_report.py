@@ -115,9 +115,10 @@ def _dry_run(spec: DiagramSpec, out: Path, args) -> int:
     """``phase-diagram --dry-run``: count the runs and those done in `out`; write nothing."""
     from .._guards import duration
     from .._outputs import check_result_folder
-    from ..sweeps import finished_row
+    from ..sweeps import finished_row, make_executor
     from ._diagram import plan_diagram
 
+    make_executor(args.executor, address=args.address)  # a name or option the run would refuse
     earlier = out / "spec.yaml"
     same = earlier.is_file() and earlier.read_text() == spec_yaml(spec)
     check_result_folder(out, "phase diagram", same, args.overwrite)

@@ -169,11 +169,10 @@ SWEEP_BASED = ("facilitators",)  # the experiments that train through condlab.sw
 
 def check_executor(name: str, executor: str, address: str | None) -> None:
     """--executor/--address do what they say or are refused: only sweep-based experiments use them."""
-    from ..sweeps import EXECUTORS, make_executor  # noqa: F401  (importing make_executor registers the built-ins)
+    from ..sweeps import executor_class, make_executor  # noqa: F401  (importing make_executor registers the built-ins)
     from ..training import ConfigError
 
-    if executor not in EXECUTORS:  # the sweep engine's registry (local, ray, and any registered)
-        raise ConfigError(f"--executor '{executor}' is not accepted: choose {' or '.join(EXECUTORS)}")
+    executor_class(executor)  # the sweep engine's registry and installed packages' executors, or refused
     if (executor != "local" or address) and name not in SWEEP_BASED:
         flag = f"--executor {executor}" if executor != "local" else "--address"
         raise ConfigError(f"{flag} is not accepted for '{name}': only {', '.join(SWEEP_BASED)} trains "

@@ -1,4 +1,7 @@
 """Sweeps: a spec planned into runs, trained in batches by an executor, gathered in one table.
+
+Public: ``sweep``/``SweepResult`` (re-exported by ``condlab``); ``Executor`` and
+``register_executor`` add an executor in one file (docs/sweeps.md, "Your own executor").
 """
 
 from .._lazy import exports
@@ -26,6 +29,7 @@ _EXPORTS = {
     "check_run_count": "._plan",
     "csv_text": "._table",
     "execute_batches": "._sweep",
+    "executor_class": "._executors",
     "finished_row": "._run",
     "make_executor": "._sweep",
     "open_storage": "._storage",
@@ -37,6 +41,6 @@ _EXPORTS = {
 }
 
 # the public API of this package; the other names of _EXPORTS serve condlab's other subpackages
-__all__ = ["SweepResult", "sweep"]
+__all__ = ["Executor", "SweepResult", "register_executor", "sweep"]
 
 __getattr__, __dir__ = exports(__name__, _EXPORTS)

@@ -32,7 +32,7 @@ from .._display import ShownAsPage
 from .._outputs import folder_for
 from ..training import ConfigError
 from . import _local, _ray  # noqa: F401  (the built-in executors: each file registers its class)
-from ._executors import EXECUTORS, OPTION_FLAGS, Executor
+from ._executors import EXECUTORS, OPTION_FLAGS, Executor, executor_class
 from ._plan import BATCHED_KEYS, Plan, _get, assign_key, load_spec, make_plan, run_spec_fields
 from ._run import Batch, BatchDone, batch_cost
 from ._storage import LocalStorage, open_storage
@@ -40,8 +40,8 @@ from ._table import table_columns, write_table
 
 
 def make_executor(executor: str | Executor, address: str | None = None, **options: Any) -> Executor:
-    """A name ('local', 'ray', ...) and its options -> an executor object (an object passes
-    through); a clear one-line error for an unknown name or an option the executor lacks."""
+    """A name ('local', 'ray', a registered or installed one) and its options -> an executor object
+    (an object passes through); a one-line error for an unknown name or an option the executor lacks."""
     options = {"address": address, **options}
     given = {k: v for k, v in options.items() if v is not None and v is not False}
     if isinstance(executor, Executor):
@@ -49,9 +49,7 @@ def make_executor(executor: str | Executor, address: str | None = None, **option
             raise ConfigError(f"{OPTION_FLAGS.get(next(iter(given)))} goes to the executor object "
                               "itself, not to sweep()")
         return executor
-    cls = EXECUTORS.get(executor)
-    if cls is None:
-        raise ConfigError(f"executor '{executor}' is not accepted: choose {' or '.join(EXECUTORS)}")
+    cls = executor_class(executor)  # a registered executor, or an installed package's
     for key in given:
         if key not in cls.options:
             owners = [c.name for c in EXECUTORS.values() if key in c.options]
