@@ -267,7 +267,7 @@ def _add_phase_diagram(sub) -> None:
     size.add_argument("--quick", action="store_true", help="9x9 grid, widths 1e3-1e5, 2 seeds")
     p.add_argument("--target", default="authors", choices=["authors", "harder"],
                    help="authors: 3 points x=-0.5,0,0.5, y=-0.5,0,1 (default); harder: 4 alternating points")
-    p.add_argument("--depth", dest="layers", type=int,
+    p.add_argument("--depth", dest="layers", type=int, metavar="DEPTH",
                    help="2: the JMLR two-layer diagram (default, or a --spec's `layers:`); 3: the empirical "
                    "three-layer diagram "
                    "(per-layer regimes of W1, W2, a; smoke: widths 64-256, quick: 64-512)")
