@@ -1,7 +1,8 @@
 """Sweeps: a spec planned into runs, trained in batches by an executor, gathered in one table.
 
 Public: ``sweep``/``SweepResult`` (re-exported by ``condlab``); ``Executor`` and
-``register_executor`` add an executor in one file (docs/sweeps.md, "Your own executor").
+``register_executor`` add an executor in one file (docs/sweeps.md, "Your own executor"), which
+gets ``Batch``es to train and reports each as a ``BatchDone`` (or wraps ``LocalExecutor``).
 """
 
 from .._lazy import exports
@@ -41,6 +42,6 @@ _EXPORTS = {
 }
 
 # the public API of this package; the other names of _EXPORTS serve condlab's other subpackages
-__all__ = ["Executor", "SweepResult", "register_executor", "sweep"]
+__all__ = ["Batch", "BatchDone", "Executor", "LocalExecutor", "SweepResult", "register_executor", "sweep"]
 
 __getattr__, __dir__ = exports(__name__, _EXPORTS)
