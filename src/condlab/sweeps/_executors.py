@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from ..training import ConfigError
 from ._run import Batch, BatchDone
+from ._tasks import declared
 
 OnDone = Callable[[Batch, BatchDone], None]
 EXECUTORS: dict[str, type[Executor]] = {}
@@ -46,13 +47,7 @@ def register_executor(cls: type[Executor]) -> type[Executor]:
 
 
 def _entry_points() -> dict[str, Any]:
-    """The executors installed packages declare in GROUP, by name (reading metadata imports nothing)."""
-    from importlib.metadata import entry_points
-
-    try:
-        return {ep.name: ep for ep in entry_points(group=GROUP)}
-    except Exception:  # a broken installed distribution must not hide the registered executors
-        return {}
+    return declared(GROUP)
 
 
 def executor_names() -> list[str]:

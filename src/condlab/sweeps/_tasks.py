@@ -24,14 +24,19 @@ BUILTIN = {
 ALIASES = {"phase": "condlab.phase._task", "facilitators": "condlab.reproduce._facilitators_task"}
 
 
-def _entry_points() -> dict[str, Any]:
-    """The installed packages' declared tasks, by name (reading metadata imports nothing)."""
+def declared(group: str) -> dict[str, Any]:
+    """The entry points installed packages declare in `group`, by name (reading metadata imports
+    nothing): the tasks here, the executors (sweeps/_executors.py)."""
     from importlib.metadata import entry_points
 
     try:
-        return {ep.name: ep for ep in entry_points(group=GROUP)}
+        return {ep.name: ep for ep in entry_points(group=group)}
     except Exception:  # a broken installed distribution must not break planning  # noqa: BLE001
         return {}
+
+
+def _entry_points() -> dict[str, Any]:
+    return declared(GROUP)
 
 
 def task_names() -> list[str]:
